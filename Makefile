@@ -1,0 +1,86 @@
+# nicpick — build, test, bench.  `make run` and `make test` install what is
+# missing on a Debian 12 machine first (scripts/install-deps.sh).
+
+CC       ?= cc
+BUILD    ?= build
+PYTHON   ?= /usr/bin/python3
+VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GITREV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+PKGS     := libnl-3.0 libnl-route-3.0 libcurl jansson
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter \
+            -Wno-format-truncation \
+            -fno-strict-aliasing -D_GNU_SOURCE -Ilib $(PKG_CFLAGS) \
+            -DNICPICK_VERSION='"$(VERSION)"' -DNICPICK_GITREV='"$(GITREV)"'
+LDLIBS   += $(PKG_LIBS) -ldl -lpthread
+
+ifneq ($(SANITIZE),)
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+BUILD    := build/san
+endif
+
+LIB_SRC  := $(sort $(wildcard lib/*/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CMD_SRC  := $(sort $(wildcard cmd/nicpick/*.c))
+CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt
+
+all: $(BUILD)/nicpick
+
+deps:
+	@scripts/install-deps.sh
+
+tools: deps
+	@scripts/fetch-k8s-tools.sh
+
+$(BUILD)/libnicpick.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libnicpick.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS) -lcmocka
+
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
+
+# `make run`: the main job on this machine — what nicpick finds and what it
+# would write, into build/run-out.
+run: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/nicpick discover
+	$(BUILD)/nicpick select --peers none --smoke off --out-dir $(BUILD)/run-out; \
+	  rc=$$?; echo "nicpick select exited $$rc"; \
+	  if [ -f $(BUILD)/run-out/nccl.env ]; then echo "--- $(BUILD)/run-out/nccl.env"; cat $(BUILD)/run-out/nccl.env; fi; \
+	  exit $$rc
+
+unit: all $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+integration: all
+	NICPICK=$(abspath $(BUILD)/nicpick) $(PYTHON) -m pytest -q -rs tests/integration
+
+test: deps
+	@$(MAKE) --no-print-directory tools
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
+
+bench: deps all
+	@set -e; for b in bench/*; do [ -x "$$b" ] && NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
+
+clean:
+	rm -rf build

@@ -1,0 +1,428 @@
+/* nicpick: argument parsing, subcommands and exit codes — nothing else.
+ * The work is done in lib/; every failure comes back as an np_error whose
+ * status is the exit code. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/policy.h"
+#include "probe/probe.h"
+#include "util/clock.h"
+#include <arpa/inet.h>
+#include "select/select.h"
+#include "util/err.h"
+
+#ifndef NICPICK_VERSION
+#define NICPICK_VERSION "0.0.0"
+#endif
+#ifndef NICPICK_GITREV
+#define NICPICK_GITREV "unknown"
+#endif
+
+static const char usage_text[] =
+	"usage: nicpick discover [--json] [SOURCE...]\n"
+	"       nicpick select --out-dir DIR [--peers k8s|none] [OPTIONS...]\n"
+	"       nicpick version\n"
+	"\n"
+	"select:\n"
+	"  --out-dir DIR          write nccl.env, nccl.conf and decision.json into DIR\n"
+	"  --peers k8s|none       agree with the job's pods through the Kubernetes API,\n"
+	"                         or decide on this node alone (default: none)\n"
+	"  --timeout SEC          overall deadline (default 300); nicpick never waits longer\n"
+	"  --smoke off|auto       the NCCL smoke all-reduce is not part of this build:\n"
+	"                         auto skips it and says so in decision.json\n"
+	"policy (discover and select):\n"
+	"  --include LIST         NCCL list syntax: eth,ens (prefixes), =eth1 (exact), ^docker (exclude)\n"
+	"  --exclude LIST         interface names or prefixes to refuse (=name for exact)\n"
+	"  --cidr CIDR            only addresses inside CIDR\n"
+	"  --family inet|inet6    only this address family\n"
+	"  --min-speed MBPS       refuse slower links and links of unknown speed\n"
+	"agreement (--peers k8s):\n"
+	"  --expect N             pods in the job (env NICPICK_EXPECT; default: the Job's completions)\n"
+	"  --selector SEL         label selector of the job's pods (default: from this pod's labels)\n"
+	"  --leader-selector SEL  the pod that gathers the reports (default: the job's index 0)\n"
+	"  --probe-port PORT      TCP port of the ring probe (default 29417)\n"
+	"  --probe-throughput[=BYTES]\n"
+	"                         measure throughput to rank networks of equal speed (default 16 MiB)\n"
+	"  --log-interval SEC     progress lines while waiting (default 5)\n"
+	"  --api-server URL --ca-file F --token-file F --namespace NS --pod-name NAME\n"
+	"                         outside a cluster (default: in-cluster config, POD_NAME)\n"
+	"  --insecure-skip-tls-verify\n"
+	"                         labs only: do not verify the API server's certificate\n"
+	"sources (tests, offline replay):\n"
+	"  --snapshot FILE        decide from a saved `nicpick discover --json`\n"
+	"  --sysfs DIR            read sysfs from DIR instead of /sys\n"
+	"  --netlink-json FILE    read links and addresses from FILE (`ip -d -j addr show`)\n"
+	"                         instead of netlink\n"
+	"\n"
+	"exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
+	"            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n";
+
+/* One line that says what to do next, per exit code. */
+static const char *const next_step[] = {
+	[NP_EINTERNAL] = "check the message above; rerun with the same flags once it is fixed",
+	[NP_EUSAGE] = "see 'nicpick --help'",
+	[NP_ENOIFACE] = "no interface qualifies: see the table above and widen the policy flags",
+	[NP_ENOCOMMON] = "the pods share no usable network: see the table above",
+	[NP_EK8S] = "check the API server, the Role and --timeout",
+	[NP_ESMOKE] = "NCCL could not all-reduce over the chosen network: see decision.json",
+};
+
+static int fail(const np_error *err)
+{
+	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
+	fprintf(stderr, "nicpick: error: %s (%s)\n", err->msg, next_step[st]);
+	return st;
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "nicpick: error: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, " (see 'nicpick --help')\n");
+	va_end(ap);
+	return NP_EUSAGE;
+}
+
+enum {
+	OPT_JSON = 256,
+	OPT_OUT_DIR,
+	OPT_PEERS,
+	OPT_INCLUDE,
+	OPT_EXCLUDE,
+	OPT_CIDR,
+	OPT_FAMILY,
+	OPT_MIN_SPEED,
+	OPT_SNAPSHOT,
+	OPT_SYSFS,
+	OPT_NETLINK_JSON,
+	OPT_SMOKE,
+	OPT_TIMEOUT,
+	OPT_EXPECT,
+	OPT_SELECTOR,
+	OPT_LEADER_SELECTOR,
+	OPT_API_SERVER,
+	OPT_CA_FILE,
+	OPT_TOKEN_FILE,
+	OPT_NAMESPACE,
+	OPT_POD_NAME,
+	OPT_INSECURE,
+	OPT_PROBE_PORT,
+	OPT_PROBE_THROUGHPUT,
+	OPT_LOG_INTERVAL,
+	OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "out-dir", required_argument, NULL, OPT_OUT_DIR },
+	{ "peers", required_argument, NULL, OPT_PEERS },
+	{ "include", required_argument, NULL, OPT_INCLUDE },
+	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
+	{ "cidr", required_argument, NULL, OPT_CIDR },
+	{ "family", required_argument, NULL, OPT_FAMILY },
+	{ "min-speed", required_argument, NULL, OPT_MIN_SPEED },
+	{ "snapshot", required_argument, NULL, OPT_SNAPSHOT },
+	{ "sysfs", required_argument, NULL, OPT_SYSFS },
+	{ "netlink-json", required_argument, NULL, OPT_NETLINK_JSON },
+	{ "smoke", required_argument, NULL, OPT_SMOKE },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "expect", required_argument, NULL, OPT_EXPECT },
+	{ "selector", required_argument, NULL, OPT_SELECTOR },
+	{ "leader-selector", required_argument, NULL, OPT_LEADER_SELECTOR },
+	{ "api-server", required_argument, NULL, OPT_API_SERVER },
+	{ "ca-file", required_argument, NULL, OPT_CA_FILE },
+	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+	{ "namespace", required_argument, NULL, OPT_NAMESPACE },
+	{ "pod-name", required_argument, NULL, OPT_POD_NAME },
+	{ "insecure-skip-tls-verify", no_argument, NULL, OPT_INSECURE },
+	{ "probe-port", required_argument, NULL, OPT_PROBE_PORT },
+	{ "probe-throughput", optional_argument, NULL, OPT_PROBE_THROUGHPUT },
+	{ "log-interval", required_argument, NULL, OPT_LOG_INTERVAL },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct cli {
+	bool json;
+	struct select_opts sel;
+	long timeout;
+};
+
+static int parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static bool select_only(int opt)
+{
+	return opt >= OPT_OUT_DIR && opt < OPT_HELP && opt != OPT_INCLUDE && opt != OPT_EXCLUDE &&
+	       opt != OPT_CIDR && opt != OPT_FAMILY && opt != OPT_MIN_SPEED && opt != OPT_SNAPSHOT &&
+	       opt != OPT_SYSFS && opt != OPT_NETLINK_JSON;
+}
+
+/* Returns 0, or an exit code. */
+static int parse(int argc, char **argv, bool is_select, struct cli *cli)
+{
+	np_error err = { 0 };
+	memset(cli, 0, sizeof(*cli));
+	policy_init(&cli->sel.policy);
+	cli->sel.smoke_mode = "auto";
+	cli->timeout = 300;
+	cli->sel.ex.probe_port = PROBE_DEFAULT_PORT;
+	cli->sel.ex.log_interval_ms = 5000;
+	const char *env_expect = getenv("NICPICK_EXPECT");
+	if (env_expect && *env_expect) {
+		long e;
+		if (parse_long(env_expect, 1, 100000, &e) < 0)
+			return usage_error("NICPICK_EXPECT='%s': expected a pod count", env_expect);
+		cli->sel.ex.expect = (int)e;
+	}
+
+	opterr = 0;
+	optind = 1;
+	int c;
+	long v;
+	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+		if (!is_select && select_only(c))
+			return usage_error("%s is an option of 'select'", argv[optind - 1]);
+		switch (c) {
+		case OPT_JSON:
+			if (is_select)
+				return usage_error("%s is an option of 'discover'", "--json");
+			cli->json = true;
+			break;
+		case OPT_OUT_DIR:
+			cli->sel.out_dir = optarg;
+			break;
+		case OPT_PEERS:
+			if (strcmp(optarg, "none") != 0 && strcmp(optarg, "k8s") != 0)
+				return usage_error("--peers '%s': expected k8s or none", optarg);
+			cli->sel.peers_k8s = strcmp(optarg, "k8s") == 0;
+			break;
+		case OPT_EXPECT:
+			if (parse_long(optarg, 1, 100000, &v) < 0)
+				return usage_error("--expect '%s': expected a pod count, 1 to 100000", optarg);
+			cli->sel.ex.expect = (int)v;
+			break;
+		case OPT_SELECTOR:
+			cli->sel.ex.selector = optarg;
+			break;
+		case OPT_LEADER_SELECTOR:
+			cli->sel.ex.leader_selector = optarg;
+			break;
+		case OPT_API_SERVER:
+			cli->sel.k8s.api_server = optarg;
+			break;
+		case OPT_CA_FILE:
+			cli->sel.k8s.ca_file = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			cli->sel.k8s.token_file = optarg;
+			break;
+		case OPT_NAMESPACE:
+			cli->sel.k8s.namespace = optarg;
+			break;
+		case OPT_POD_NAME:
+			cli->sel.k8s.pod_name = optarg;
+			break;
+		case OPT_INSECURE:
+			cli->sel.k8s.insecure_skip_tls_verify = true;
+			break;
+		case OPT_PROBE_PORT:
+			if (parse_long(optarg, 1, 65535, &v) < 0)
+				return usage_error("--probe-port '%s': expected 1 to 65535", optarg);
+			cli->sel.ex.probe_port = (int)v;
+			break;
+		case OPT_PROBE_THROUGHPUT:
+			cli->sel.ex.probe_throughput_bytes = 16L << 20;
+			if (optarg && parse_long(optarg, 1, 1L << 34, &cli->sel.ex.probe_throughput_bytes) < 0)
+				return usage_error("--probe-throughput='%s': expected bytes", optarg);
+			break;
+		case OPT_LOG_INTERVAL:
+			if (parse_long(optarg, 1, 3600, &v) < 0)
+				return usage_error("--log-interval '%s': expected seconds", optarg);
+			cli->sel.ex.log_interval_ms = (int)(v * 1000);
+			break;
+		case OPT_INCLUDE:
+			if (policy_set_include(&cli->sel.policy, optarg, &err) < 0)
+				return fail(&err);
+			break;
+		case OPT_EXCLUDE:
+			if (policy_set_exclude(&cli->sel.policy, optarg, &err) < 0)
+				return fail(&err);
+			break;
+		case OPT_CIDR:
+			if (policy_set_cidr(&cli->sel.policy, optarg, &err) < 0)
+				return fail(&err);
+			break;
+		case OPT_FAMILY:
+			if (policy_set_family(&cli->sel.policy, optarg, &err) < 0)
+				return fail(&err);
+			break;
+		case OPT_MIN_SPEED:
+			if (policy_set_min_speed(&cli->sel.policy, optarg, &err) < 0)
+				return fail(&err);
+			break;
+		case OPT_SNAPSHOT:
+			cli->sel.snapshot = optarg;
+			break;
+		case OPT_SYSFS:
+			cli->sel.src.sysfs_root = optarg;
+			break;
+		case OPT_NETLINK_JSON:
+			cli->sel.src.netlink_json = optarg;
+			break;
+		case OPT_SMOKE:
+			if (strcmp(optarg, "off") && strcmp(optarg, "auto") && strcmp(optarg, "required"))
+				return usage_error("--smoke '%s': expected off, auto or required", optarg);
+			if (strcmp(optarg, "required") == 0)
+				return usage_error("%s: the smoke all-reduce is not part of this build",
+						   "--smoke required");
+			cli->sel.smoke_mode = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_long(optarg, 1, 86400, &cli->timeout) < 0)
+				return usage_error("--timeout '%s': expected seconds, 1 to 86400", optarg);
+			break;
+		case 'h':
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			exit(0);
+		case ':':
+			return usage_error("%s needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (cli->sel.snapshot && (cli->sel.src.sysfs_root || cli->sel.src.netlink_json))
+		return usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	return 0;
+}
+
+static int cmd_discover(int argc, char **argv)
+{
+	struct cli cli;
+	int rc = parse(argc, argv, false, &cli);
+	if (rc)
+		return rc;
+	np_error err = { 0 };
+	struct select_result r;
+	if (select_gather(&cli.sel, &r, &err) < 0) {
+		select_result_free(&r);
+		return fail(&err);
+	}
+	if (cli.json) {
+		json_t *j = select_discover_json(&r.nics, &r.ranking);
+		rc = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ? NP_EINTERNAL : 0;
+		fputc('\n', stdout);
+		json_decref(j);
+	} else {
+		char *t = select_render_table(&r.nics, &r.ranking);
+		if (t)
+			fputs(t, stdout);
+		rc = t ? 0 : NP_EINTERNAL;
+		free(t);
+	}
+	select_result_free(&r);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "nicpick: error: cannot write to standard output: %s\n", strerror(errno));
+		return NP_EINTERNAL;
+	}
+	return rc;
+}
+
+static void log_line(void *ud, enum exchange_log_level level, const char *msg)
+{
+	(void)ud;
+	fprintf(stderr, "nicpick: %s: %s\n", level == EXCHANGE_WARN ? "warning" : "info", msg);
+}
+
+/* Exit 4: which pod lacked what. */
+static void print_pod_table(const json_t *decision)
+{
+	json_t *rows = json_object_get(decision, "table"), *row;
+	size_t i;
+	if (!json_array_size(rows))
+		return;
+	fprintf(stderr, "%-32s %-48s %s\n", "POD", "CANDIDATES", "WHY");
+	json_array_foreach(rows, i, row)
+		fprintf(stderr, "%-32s %-48s %s\n", json_string_value(json_object_get(row, "pod")),
+			json_string_value(json_object_get(row, "cands")),
+			json_string_value(json_object_get(row, "why")));
+}
+
+static int cmd_select(int argc, char **argv)
+{
+	struct cli cli;
+	int rc = parse(argc, argv, true, &cli);
+	if (rc)
+		return rc;
+	if (!cli.sel.out_dir)
+		return usage_error("%s is required", "select: --out-dir DIR");
+	np_error err = { 0 };
+	struct select_result r;
+	cli.sel.ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
+	cli.sel.ex.log = log_line;
+	cli.sel.ex.agree.family = cli.sel.policy.family;
+	if (cli.sel.policy.has_cidr) {
+		char cidr[80], addr[64];
+		inet_ntop(cli.sel.policy.cidr_family, cli.sel.policy.cidr_bytes, addr, sizeof(addr));
+		snprintf(cidr, sizeof(cidr), "%s/%d", addr, cli.sel.policy.cidr_prefix);
+		cli.sel.ex.agree.has_cidr = agree_network_parse(cidr, &cli.sel.ex.agree.cidr, &err) == 0;
+	}
+	if (select_run(&cli.sel, &r, &err) < 0) {
+		if (err.status == NP_ENOIFACE) {
+			char *t = select_render_table(&r.nics, &r.ranking);
+			if (t)
+				fputs(t, stderr);
+			free(t);
+		}
+		if (err.status == NP_ENOCOMMON)
+			print_pod_table(r.ex.decision);
+		select_result_free(&r);
+		return fail(&err);
+	}
+	const json_t *choice = json_object_get(r.decision, "choice");
+	fprintf(stderr, "nicpick: chose %s (%s, %s) — wrote %s/nccl.env, nccl.conf, decision.json\n",
+		json_string_value(json_object_get(choice, "interface")),
+		json_string_value(json_object_get(choice, "class")),
+		json_string_value(json_object_get(choice, "address")), cli.sel.out_dir);
+	select_result_free(&r);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage_text, stderr);
+		return NP_EUSAGE;
+	}
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+		printf("nicpick %s (%s)\n", NICPICK_VERSION, NICPICK_GITREV);
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "discover") == 0)
+		return cmd_discover(argc - 1, argv + 1);
+	if (strcmp(cmd, "select") == 0)
+		return cmd_select(argc - 1, argv + 1);
+	return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,67 @@
+/* Which device the kernel routes a peer through: one RTM_GETROUTE request,
+ * as `ip route get` does, over libnl. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "probe/probe.h"
+
+struct route_answer {
+	int oif;
+};
+
+static int on_route(struct nl_msg *msg, void *arg)
+{
+	struct route_answer *a = arg;
+	struct nlattr *tb[RTA_MAX + 1];
+	struct nlmsghdr *h = nlmsg_hdr(msg);
+	if (h->nlmsg_type != RTM_NEWROUTE || nlmsg_parse(h, sizeof(struct rtmsg), tb, RTA_MAX, NULL) < 0)
+		return NL_SKIP;
+	if (tb[RTA_OIF])
+		a->oif = (int)nla_get_u32(tb[RTA_OIF]);
+	return NL_OK;
+}
+
+int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err)
+{
+	unsigned char bytes[16];
+	struct rtmsg rtm = { 0 };
+	size_t alen;
+	if (inet_pton(AF_INET, peer_addr, bytes) == 1) {
+		rtm.rtm_family = AF_INET;
+		alen = 4;
+	} else if (inet_pton(AF_INET6, peer_addr, bytes) == 1) {
+		rtm.rtm_family = AF_INET6;
+		alen = 16;
+	} else {
+		return np_error_set(err, NP_EINTERNAL, 0, "route lookup: invalid address '%s'", peer_addr);
+	}
+	rtm.rtm_dst_len = (unsigned char)(alen * 8);
+
+	struct route_answer ans = { 0 };
+	struct nl_sock *sk = nl_socket_alloc();
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST);
+	int r = -NLE_NOMEM;
+	if (sk && msg && (r = nl_connect(sk, NETLINK_ROUTE)) == 0 &&
+	    (r = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO)) == 0 &&
+	    (r = nla_put(msg, RTA_DST, (int)alen, bytes)) == 0 &&
+	    (r = nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, on_route, &ans)) == 0 &&
+	    (r = nl_send_auto(sk, msg)) >= 0)
+		r = nl_recvmsgs_default(sk);
+	nlmsg_free(msg);
+	nl_socket_free(sk);
+	if (r < 0)
+		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: %s", peer_addr,
+				    nl_geterror(r));
+	char name[IF_NAMESIZE];
+	if (ans.oif <= 0 || !if_indextoname((unsigned)ans.oif, name))
+		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: no output device",
+				    peer_addr);
+	snprintf(ifname, len, "%s", name);
+	return 0;
+}

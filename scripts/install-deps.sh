@@ -1,0 +1,22 @@
+#!/bin/sh
+# Install the Debian packages nicpick needs to build and test, if missing.
+set -eu
+need="gcc make pkg-config libnl-3-dev libnl-route-3-dev libcurl4-openssl-dev libjansson-dev
+libcmocka-dev python3-pytest python3-kubernetes iproute2 nftables openssl valgrind ca-certificates
+curl unzip nodejs npm"
+missing=""
+for p in $need; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"
+done
+# A node/npm from outside Debian is fine too.
+case " $missing " in *" npm "*) command -v npm >/dev/null 2>&1 && missing=$(echo "$missing" | sed 's/ npm//; s/ nodejs//');; esac
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "nicpick: missing packages:$missing — run as root or install them" >&2
+	exit 1
+fi
+echo "nicpick: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

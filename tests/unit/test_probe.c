@@ -1,0 +1,113 @@
+/* Probe exchange and route lookup over loopback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <net/if.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "probe/probe.h"
+#include "util/clock.h"
+
+static void probe_reports_the_source_address_the_peer_saw(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s;
+	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	struct probe_result res;
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", probe_server_port(s),
+				    np_now_ms() + 3000, 0, &res, &err), 0);
+	assert_true(res.connected);
+	assert_true(res.source_ok);
+	assert_string_equal(res.seen, "127.0.0.1");
+	assert_string_equal(res.detail, "");
+	int answered, mismatched;
+	probe_server_counts(s, &answered, &mismatched);
+	assert_int_equal(answered, 1);
+	assert_int_equal(mismatched, 0);
+	probe_server_stop(s);
+}
+
+static void probe_flags_a_published_address_the_peer_did_not_see(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s;
+	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	struct probe_result res;
+	/* The kernel sends from 127.0.0.1; claiming 127.0.0.9 is a lie the
+	 * listener must expose, as it would expose NAT. */
+	assert_int_equal(probe_peer("127.0.0.9", "127.0.0.1", probe_server_port(s),
+				    np_now_ms() + 3000, 0, &res, &err), 0);
+	assert_true(res.connected);
+	assert_false(res.source_ok);
+	assert_non_null(strstr(res.detail, "saw this pod as 127.0.0.1, not 127.0.0.9"));
+	int answered, mismatched;
+	probe_server_counts(s, &answered, &mismatched);
+	assert_int_equal(mismatched, 1);
+	probe_server_stop(s);
+}
+
+static void probe_gives_up_at_the_deadline_when_nobody_listens(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s;
+	/* Take a free port, then close it so that nothing listens there. */
+	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	int port = probe_server_port(s);
+	probe_server_stop(s);
+	struct probe_result res;
+	int64_t t0 = np_now_ms();
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", port, t0 + 600, 0, &res, &err), 0);
+	int64_t took = np_now_ms() - t0;
+	assert_false(res.connected);
+	assert_non_null(strstr(res.detail, "cannot connect"));
+	assert_true(took < 2000);
+}
+
+static void probe_measures_throughput_when_asked(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s;
+	assert_int_equal(probe_server_start("::1", 0, &s, &err), 0);
+	struct probe_result res;
+	assert_int_equal(probe_peer("::1", "0:0::1", probe_server_port(s), np_now_ms() + 5000,
+				    8 << 20, &res, &err), 0);
+	assert_true(res.source_ok);
+	assert_true(res.mbps > 0);
+	probe_server_stop(s);
+}
+
+static void route_to_loopback_leaves_through_lo(void **state)
+{
+	np_error err = { 0 };
+	char dev[IF_NAMESIZE];
+	assert_int_equal(probe_route_dev("127.0.0.1", dev, sizeof(dev), &err), 0);
+	assert_string_equal(dev, "lo");
+	assert_int_equal(probe_route_dev("not-an-address", dev, sizeof(dev), &err), -1);
+	assert_non_null(strstr(err.msg, "invalid address"));
+}
+
+static void server_refuses_an_address_it_cannot_bind(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s = NULL;
+	/* 192.0.2.1 (TEST-NET-1) is not on any interface here. */
+	assert_int_equal(probe_server_start("192.0.2.1", 0, &s, &err), -1);
+	assert_null(s);
+	assert_non_null(strstr(err.msg, "cannot listen on 192.0.2.1"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(probe_reports_the_source_address_the_peer_saw),
+		cmocka_unit_test(probe_flags_a_published_address_the_peer_did_not_see),
+		cmocka_unit_test(probe_gives_up_at_the_deadline_when_nobody_listens),
+		cmocka_unit_test(probe_measures_throughput_when_asked),
+		cmocka_unit_test(route_to_loopback_leaves_through_lo),
+		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
+	};
+	return cmocka_run_group_tests_name("probe", tests, NULL, NULL);
+}
