@@ -1,0 +1,74 @@
+/* The files the training container reads: nccl.env, nccl.conf and
+ * decision.json, each written atomically (temporary file, fsync, rename),
+ * and only once the whole decision is known. */
+#ifndef NP_OUTPUTS_H
+#define NP_OUTPUTS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "util/err.h"
+
+/* One variable NCCL, Gloo or TensorPipe reads. */
+struct outputs_var {
+	const char *key;
+	char value[512];
+};
+
+#define OUTPUTS_VARS_MAX 16
+
+struct outputs_env {
+	size_t n;
+	struct outputs_var vars[OUTPUTS_VARS_MAX];
+};
+
+/* What was chosen on this node; several interfaces (rails) are allowed. */
+struct outputs_choice {
+	size_t n_ifaces;
+	const char *ifaces[8]; /* exact names, first is the primary */
+	int family;            /* AF_INET or AF_INET6 */
+	const char *ib_hca;    /* "mlx5_0:1,mlx5_1:1" or NULL: no RDMA */
+	int gid_index;         /* RoCE v2 GID index, -1 none */
+};
+
+/* The variables for a choice, in a fixed order:
+ * NCCL_SOCKET_IFNAME (=name[,name...]: NCCL's '=' applies to the whole
+ * list), GLOO_SOCKET_IFNAME (name[,name...]), TP_SOCKET_IFNAME (the first
+ * name), NCCL_SOCKET_FAMILY (AF_INET/AF_INET6; left out for AF_UNSPEC),
+ * then NCCL_IB_HCA (=hca:port,...) and NCCL_IB_GID_INDEX where set.
+ * A name NCCL's list syntax cannot carry (empty, or containing ',' or ':')
+ * is refused with NP_EUSAGE naming the interface. */
+int outputs_env_from_choice(const struct outputs_choice *c, struct outputs_env *env, np_error *err);
+
+/* POSIX sh single quoting: 'it'\''s'.  Returns a malloc'd string. */
+char *outputs_sh_quote(const char *s);
+
+/* Render the files' contents (malloc'd, NUL-terminated).
+ * nccl.env: a "# written by nicpick VERSION" line, then `export KEY='value'`
+ * lines; NULL only when out of memory.
+ * nccl.conf: the NCCL_* variables as KEY=VALUE lines, which NCCL reads via
+ * NCCL_CONF_FILE (param.cc setEnvFile): a line starting with '#' is a
+ * comment, only the trailing '\n' is stripped, no quotes, no trimming, the
+ * value is cut at 1023 bytes, and a variable already in the environment
+ * wins over the file.  A value NCCL would read differently (control
+ * characters, 1024 bytes or more) is refused with NP_EUSAGE. */
+char *outputs_render_env(const struct outputs_env *env);
+int outputs_render_conf(const struct outputs_env *env, char **out, np_error *err);
+/* decision.json: pretty-printed, keys in insertion order, trailing newline. */
+char *outputs_render_json(const json_t *decision);
+
+/* Write nccl.env, nccl.conf and decision.json into dir (created with mode
+ * 0755 if missing, like mkdir -p; files are 0644).  All three are rendered
+ * and written to temporaries first; only then are they renamed into place.
+ * On failure the temporaries are removed and no file was created or changed
+ * (a rename failing half-way, which needs the directory to change under us,
+ * is the one case that can leave some files new and some old).  Errors name
+ * the path and the OS error: "cannot write /x/nccl.env: Permission denied". */
+int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
+		  np_error *err);
+
+/* Atomic write of one file: DIR/.NAME.XXXXXX, fsync, rename, fsync DIR. */
+int outputs_write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
+			      np_error *err);
+
+#endif

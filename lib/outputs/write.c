@@ -1,0 +1,189 @@
+/* Atomic writes: every file goes to a temporary in the same directory, is
+ * fsync'ed, and is renamed into place only when all of them are complete. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "outputs/outputs.h"
+#include "util/cleanup.h"
+
+#define OUT_FILE_MODE 0644
+#define OUT_DIR_MODE 0755
+
+struct out_file {
+	const char *name;
+	char *data;
+	size_t len;
+	char path[PATH_MAX]; /* final path */
+	char tmp[PATH_MAX];  /* temporary, "" once renamed or removed */
+};
+
+static int join(char *buf, size_t size, const char *dir, const char *name, np_error *err)
+{
+	size_t dlen = strlen(dir);
+	while (dlen > 1 && dir[dlen - 1] == '/')
+		dlen--;
+	int n = snprintf(buf, size, "%.*s%s%s", (int)dlen, dir, dir[dlen - 1] == '/' ? "" : "/", name);
+	if (n < 0 || (size_t)n >= size)
+		return np_error_set(err, NP_EINTERNAL, ENAMETOOLONG, "cannot write %s/%s", dir, name);
+	return 0;
+}
+
+/* mkdir -p: create every missing component with mode 0755. */
+static int mkdir_p(const char *dir, np_error *err)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
+		return np_error_set(err, NP_EINTERNAL, ENAMETOOLONG, "cannot create directory %s", dir);
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char saved = *p;
+		*p = '\0';
+		/* Created ones get 0755 whatever the umask: the training
+		 * container may run as another user. */
+		if (mkdir(buf, OUT_DIR_MODE) == 0) {
+			if (chmod(buf, OUT_DIR_MODE) < 0)
+				return np_error_set(err, NP_EINTERNAL, errno,
+						    "cannot create directory %s", buf);
+		} else if (errno != EEXIST) {
+			return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s", buf);
+		}
+		*p = saved;
+		if (!saved)
+			break;
+	}
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s", dir);
+	if (!S_ISDIR(st.st_mode))
+		return np_error_set(err, NP_EINTERNAL, ENOTDIR, "cannot create directory %s", dir);
+	return 0;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(fd, data, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		data += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static void remove_temp(struct out_file *f)
+{
+	if (f->tmp[0])
+		unlink(f->tmp);
+	f->tmp[0] = '\0';
+}
+
+/* Write f->data to DIR/.NAME.XXXXXX, mode 0644, fsync'ed and closed. */
+static int write_temp(const char *dir, struct out_file *f, np_error *err)
+{
+	char base[NAME_MAX];
+	snprintf(base, sizeof(base), ".%s.XXXXXX", f->name);
+	if (join(f->path, sizeof(f->path), dir, f->name, err) < 0 ||
+	    join(f->tmp, sizeof(f->tmp), dir, base, err) < 0) {
+		f->tmp[0] = '\0';
+		return -1;
+	}
+	int fd = mkostemp(f->tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		f->tmp[0] = '\0';
+		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", f->path);
+	}
+	int e = 0;
+	/* mkstemp makes 0600; the training container may run as another user. */
+	if (fchmod(fd, OUT_FILE_MODE) < 0 || write_all(fd, f->data, f->len) < 0 || fsync(fd) < 0)
+		e = errno;
+	if (close(fd) < 0 && !e)
+		e = errno;
+	if (e) {
+		remove_temp(f);
+		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", f->path);
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *dir, np_error *err)
+{
+	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		return np_error_set(err, NP_EINTERNAL, errno, "cannot sync directory %s", dir);
+	return 0;
+}
+
+/* Temporaries for all files first, then the renames: a failure before the
+ * first rename leaves the directory as it was. */
+static int write_files(const char *dir, struct out_file *files, size_t n, np_error *err)
+{
+	if (!dir || !*dir)
+		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
+	if (mkdir_p(dir, err) < 0)
+		return -1;
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (write_temp(dir, &files[i], err) < 0)
+			goto fail;
+	/* The one rename failure we can foresee: a directory in the way.
+	 * Checked before the first rename so no file is replaced. */
+	for (i = 0; i < n; i++) {
+		struct stat st;
+		if (lstat(files[i].path, &st) == 0 && S_ISDIR(st.st_mode)) {
+			np_error_set(err, NP_EINTERNAL, EISDIR, "cannot write %s", files[i].path);
+			goto fail;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (rename(files[i].tmp, files[i].path) < 0) {
+			np_error_set(err, NP_EINTERNAL, errno, "cannot write %s", files[i].path);
+			goto fail;
+		}
+		files[i].tmp[0] = '\0';
+	}
+	return fsync_dir(dir, err);
+fail:
+	for (i = 0; i < n; i++)
+		remove_temp(&files[i]);
+	return -1;
+}
+
+int outputs_write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
+			      np_error *err)
+{
+	struct out_file f = {.name = name, .data = (char *)data, .len = len};
+	return write_files(dir, &f, 1, err);
+}
+
+int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
+		  np_error *err)
+{
+	if (!decision)
+		return np_error_set(err, NP_EINTERNAL, 0, "no decision to write");
+	cleanup_free char *env_text = outputs_render_env(env);
+	cleanup_free char *conf_text = NULL;
+	cleanup_free char *json_text = outputs_render_json(decision);
+	if (!env_text || !json_text)
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "rendering outputs");
+	if (outputs_render_conf(env, &conf_text, err) < 0)
+		return -1;
+
+	struct out_file files[] = {
+		{.name = "nccl.env", .data = env_text, .len = strlen(env_text)},
+		{.name = "nccl.conf", .data = conf_text, .len = strlen(conf_text)},
+		{.name = "decision.json", .data = json_text, .len = strlen(json_text)},
+	};
+	return write_files(dir, files, sizeof(files) / sizeof(files[0]), err);
+}
