@@ -1,0 +1,215 @@
+/* Job-wide agreement: every pod publishes a report of its usable candidates
+ * (an annotation on its own Pod object), one pod gathers all reports and
+ * decides, every pod checks the decision against its own report.
+ *
+ * The decision is a pure, deterministic function of the set of reports, so
+ * it is unit-tested and replayed offline.  Nothing here assumes one
+ * interface per pod: a decision holds rails, each rail one network with an
+ * interface and address per pod (v1 always produces one rail).
+ *
+ * Report (annotation value), compact JSON, at most AGREE_REPORT_MAX_BYTES:
+ *
+ *   {"v":1,"pod":"job-w-3","uid":"...","node":"nodeA","host":"...",
+ *    "c":[{"if":"ens3f0","cls":"physical","fam":4,"addr":"10.9.0.3","plen":24,
+ *          "gw":"10.9.0.254","mbps":100000,"score":1234,"rdma":"mlx5_0:1",
+ *          "mtu":9000}, ...]}
+ *
+ *   v      report format version (AGREE_REPORT_VERSION)
+ *   pod    the pod's name (required, non-empty)
+ *   uid    the pod's UID ("" when unknown)
+ *   node   spec.nodeName ("" when unknown)
+ *   host   optional: host name, informational
+ *   c      candidates, best first; one entry per (interface, global address)
+ *     if    interface name on that node (names differ per node)
+ *     cls   nic_class_name() of the interface
+ *     fam   4 or 6
+ *     addr  the address, plen its prefix length (IPv4 1..32, IPv6 1..128)
+ *     gw    optional: a gateway of the same family reached through `if`;
+ *           only candidates with one may be used for a routed decision
+ *     mbps  effective speed in Mb/s, -1 unknown
+ *     score the policy score on that node (higher is better)
+ *     rdma  optional: "hca:port" of an active RDMA port on the interface
+ *     mtu   the interface's MTU, 0 unknown
+ *
+ * Reading is strict: unknown keys, wrong types, missing keys, bad values and
+ * duplicates are refused.  A report or decision that cannot be read came
+ * from another pod through the Kubernetes API, so it is an NP_EK8S error
+ * ("bad report from pod X: reason"); a newer version says so. */
+#ifndef NP_AGREE_H
+#define NP_AGREE_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nic/nic.h"
+#include "policy/policy.h"
+#include "util/err.h"
+
+#define AGREE_REPORT_VERSION 1
+#define AGREE_DECISION_VERSION 1
+#define AGREE_REPORT_MAX_BYTES 16384
+#define AGREE_DECISION_MAX_BYTES 262144 /* the API's limit on all annotations */
+#define AGREE_CAND_MAX 64		/* entries in one report */
+#define AGREE_NAME_MAX 254		/* DNS subdomain (253) + NUL */
+#define AGREE_UID_MAX 129
+#define AGREE_CLS_MAX 16
+#define AGREE_RDMA_MAX 72
+#define AGREE_ADDR_TEXT_MAX 46 /* INET6_ADDRSTRLEN */
+#define AGREE_NET_TEXT_MAX 50  /* address + "/128" */
+#define AGREE_WHY_MAX 256
+#define AGREE_RAILS_MAX 8
+#define AGREE_EXCLUDED_MAX 32
+#define AGREE_NETS_KEEP 32  /* ranked networks kept in a decision */
+#define AGREE_TABLE_KEEP 64 /* per-pod rows kept in a decision */
+#define AGREE_PODS_MAX 65536
+
+struct agree_cand {
+	char ifname[IFNAMSIZ];
+	char cls[AGREE_CLS_MAX];
+	int family; /* AF_INET or AF_INET6 */
+	unsigned char addr[16];
+	char addr_text[AGREE_ADDR_TEXT_MAX];
+	int prefixlen;
+	bool has_gw;
+	unsigned char gw[16];
+	char gw_text[AGREE_ADDR_TEXT_MAX];
+	long mbps; /* -1 unknown */
+	long score;
+	char rdma[AGREE_RDMA_MAX]; /* "" none */
+	int mtu;		   /* 0 unknown */
+};
+
+struct agree_report {
+	char pod[AGREE_NAME_MAX];
+	char uid[AGREE_UID_MAX];
+	char node[AGREE_NAME_MAX];
+	char host[AGREE_NAME_MAX]; /* "" when not given */
+	size_t n;
+	struct agree_cand c[AGREE_CAND_MAX];
+};
+
+/* Fill a report from this node's interfaces: every usable interface in
+ * ranking order, one entry per global address (the one the policy chose
+ * first).  Gateways are not known here; a caller that knows them sets
+ * has_gw/gw before agree_report_to_json().  Returns the number of entries
+ * dropped because the report was full (0 normally), or -1. */
+int agree_report_from_nics(const char *pod, const char *uid, const char *node,
+			   const struct nic_list *nics, const struct policy_ranking *ranking,
+			   struct agree_report *out, np_error *err);
+
+/* Serialize; if the JSON would exceed AGREE_REPORT_MAX_BYTES, the
+ * lowest-ranked entries are dropped until it fits.  Returns the number of
+ * entries dropped (0 normally, it never exceeds the limit), or -1.  *json
+ * is malloc'd. */
+int agree_report_to_json(const struct agree_report *r, char **json, np_error *err);
+
+/* agree_report_from_nics() then agree_report_to_json(); returns the total
+ * number of entries dropped, or -1. */
+int agree_report_build(const char *pod, const char *uid, const char *node,
+		       const struct nic_list *nics, const struct policy_ranking *ranking,
+		       char **json, np_error *err);
+
+/* Strict reader (never crashes on any input, fuzzed).  NP_EK8S on error. */
+int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err);
+
+/* An IP network: family, masked address, prefix length. */
+struct agree_network {
+	int family;
+	unsigned char bytes[16];
+	int prefixlen;
+	char text[AGREE_NET_TEXT_MAX]; /* "10.9.0.0/24"; "routed" for a routed rail */
+};
+
+/* "10.9.0.0/24" or "fd00::/64"; host bits are cleared. NP_EUSAGE on error. */
+int agree_network_parse(const char *cidr, struct agree_network *out, np_error *err);
+bool agree_network_equal(const struct agree_network *a, const struct agree_network *b);
+
+struct agree_options {
+	int family; /* AF_UNSPEC: both, IPv4 preferred; AF_INET / AF_INET6: only that */
+	bool has_cidr;
+	struct agree_network cidr; /* only networks inside it (--cidr) */
+	bool no_routed;		   /* never fall back to a routed decision */
+	/* Networks removed after a failed probe: decide again without them. */
+	size_t n_excluded;
+	struct agree_network excluded[AGREE_EXCLUDED_MAX];
+};
+
+/* One pod's part of a rail. */
+struct agree_assign {
+	char pod[AGREE_NAME_MAX];
+	char ifname[IFNAMSIZ]; /* that pod's own name for the network */
+	int family;
+	char addr[AGREE_ADDR_TEXT_MAX];
+	int prefixlen;
+};
+
+struct agree_rail {
+	struct agree_network net; /* routed: family set, prefixlen 0, "routed" */
+	long min_mbps;		  /* worst case over pods */
+	long min_score;
+	size_t n_assign; /* one per pod, sorted by pod name */
+	struct agree_assign *assign;
+};
+
+/* A network seen in the reports and what became of it. */
+struct agree_ranked {
+	struct agree_network net;
+	size_t n_pods; /* pods with a candidate on it */
+	long min_mbps; /* over those pods */
+	long min_score;
+	bool eligible; /* on every pod, no duplicate, not excluded */
+	char why[AGREE_WHY_MAX]; /* "chosen", or why it lost */
+};
+
+/* When no network is common: one pod, its candidates, what it lacks. */
+struct agree_pod_row {
+	char pod[AGREE_NAME_MAX];
+	char cands[AGREE_WHY_MAX]; /* "eth1 10.9.0.3/24 100000Mb/s, ..." */
+	char why[AGREE_WHY_MAX];   /* "no candidate on 10.9.0.0/24 (7 of 8 pods); ..." */
+};
+
+struct agree_decision {
+	bool ok;
+	bool routed; /* pods use addresses in different subnets via gateways */
+	size_t n_pods;
+	size_t n_rails;
+	struct agree_rail rails[AGREE_RAILS_MAX];
+	size_t n_nets; /* best first, at most AGREE_NETS_KEEP */
+	size_t nets_total;
+	struct agree_ranked *nets;
+	size_t n_table; /* only when !ok, at most AGREE_TABLE_KEEP */
+	size_t table_total;
+	struct agree_pod_row *table;
+	size_t n_excluded;
+	struct agree_network excluded[AGREE_EXCLUDED_MAX];
+	char error[NP_ERR_MSG_MAX]; /* when !ok */
+};
+
+/* Decide for the whole job.  Pure and deterministic: the same set of
+ * reports in any order gives the same decision.  `out` is always filled
+ * (free it with agree_decision_free); when no network is common it returns
+ * -1 with NP_ENOCOMMON, out->ok false and the per-pod table in out->table.
+ * opt may be NULL. */
+int agree_decide(const struct agree_report *reports, size_t n, const struct agree_options *opt,
+		 struct agree_decision *out, np_error *err);
+void agree_decision_free(struct agree_decision *d);
+
+/* The annotation the gathering pod publishes, and its strict reader. */
+int agree_decision_to_json(const struct agree_decision *d, char **json, np_error *err);
+int agree_decision_parse(const char *json, size_t len, struct agree_decision *out, np_error *err);
+
+/* What a follower uses: for each rail, the index into mine->c of the
+ * candidate the decision names for this pod. */
+struct agree_own {
+	size_t n_rails;
+	size_t cand[AGREE_RAILS_MAX];
+};
+
+/* Check that the decision names, for mine->pod, an interface and address
+ * that are in its own report.  A failed decision returns NP_ENOCOMMON with
+ * its error; a decision that does not match the report NP_EK8S. */
+int agree_decision_check_own(const struct agree_decision *d, const struct agree_report *mine,
+			     struct agree_own *own, np_error *err);
+
+#endif

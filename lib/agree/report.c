@@ -1,0 +1,537 @@
+/* The report one pod publishes about its candidates: build, write, read. */
+#include "agree/agree.h"
+#include "agree/agree_priv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define MBPS_MAX 100000000LL	  /* 100 Tb/s: anything above is a bad value */
+#define SCORE_MAX 1000000000000LL /* keeps worst-case arithmetic far from overflow */
+
+/* ---- helpers shared with decision_json.c (agree_priv.h) ---- */
+
+static bool char_ok(int c, enum agree_charset cs)
+{
+	switch (cs) {
+	case AGREE_CS_NAME:
+		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		       c == '.' || c == '-' || c == '_';
+	case AGREE_CS_IFNAME:
+		return c > 0x20 && c < 0x7f && c != '/' && c != ':';
+	case AGREE_CS_CLS:
+		return (c >= 'a' && c <= 'z') || c == '-';
+	case AGREE_CS_TEXT:
+		return c >= 0x20 && c < 0x7f;
+	}
+	return false;
+}
+
+bool agree_str_ok(const char *s, enum agree_charset cs)
+{
+	for (; *s; s++)
+		if (!char_ok((unsigned char)*s, cs))
+			return false;
+	return true;
+}
+
+int agree_get_str(const json_t *o, const char *key, bool required, enum agree_charset cs,
+		  size_t min, char *dst, size_t dstlen, char *why)
+{
+	const json_t *v = json_object_get(o, key);
+	if (!v) {
+		if (!required)
+			return 1;
+		snprintf(why, AGREE_WHY_MAX, "missing \"%s\"", key);
+		return -1;
+	}
+	if (!json_is_string(v)) {
+		snprintf(why, AGREE_WHY_MAX, "\"%s\" is not a string", key);
+		return -1;
+	}
+	size_t len = json_string_length(v);
+	const char *s = json_string_value(v);
+	if (len < min || len >= dstlen) {
+		snprintf(why, AGREE_WHY_MAX, "\"%s\" has length %zu, not %zu..%zu", key, len, min,
+			 dstlen - 1);
+		return -1;
+	}
+	if (strlen(s) != len || !agree_str_ok(s, cs)) {
+		snprintf(why, AGREE_WHY_MAX, "\"%s\" has characters that are not allowed", key);
+		return -1;
+	}
+	memcpy(dst, s, len + 1);
+	return 0;
+}
+
+int agree_get_int(const json_t *o, const char *key, bool required, long long min, long long max,
+		  long *dst, char *why)
+{
+	const json_t *v = json_object_get(o, key);
+	if (!v) {
+		if (!required)
+			return 1;
+		snprintf(why, AGREE_WHY_MAX, "missing \"%s\"", key);
+		return -1;
+	}
+	if (!json_is_integer(v)) {
+		snprintf(why, AGREE_WHY_MAX, "\"%s\" is not an integer", key);
+		return -1;
+	}
+	json_int_t x = json_integer_value(v);
+	if (x < min || x > max) {
+		snprintf(why, AGREE_WHY_MAX, "\"%s\" is %lld, not %lld..%lld", key, (long long)x, min,
+			 max);
+		return -1;
+	}
+	*dst = (long)x;
+	return 0;
+}
+
+int agree_get_bool(const json_t *o, const char *key, bool *dst, char *why)
+{
+	const json_t *v = json_object_get(o, key);
+	if (!json_is_boolean(v)) {
+		snprintf(why, AGREE_WHY_MAX, "\"%s\" is %s", key, v ? "not a boolean" : "missing");
+		return -1;
+	}
+	*dst = json_is_true(v);
+	return 0;
+}
+
+int agree_check_keys(const json_t *o, const char *const *allowed, char *why)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)o, key, v)
+	{
+		size_t i;
+		for (i = 0; allowed[i]; i++)
+			if (!strcmp(key, allowed[i]))
+				break;
+		if (!allowed[i]) {
+			char shown[40];
+			snprintf(shown, sizeof(shown), "%s", key);
+			if (!agree_str_ok(shown, AGREE_CS_TEXT))
+				strcpy(shown, "?");
+			snprintf(why, AGREE_WHY_MAX, "unknown key \"%s\"", shown);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+bool agree_addr_from_text(int family, const char *text, unsigned char *bytes)
+{
+	memset(bytes, 0, 16);
+	return (family == AF_INET || family == AF_INET6) && inet_pton(family, text, bytes) == 1;
+}
+
+bool agree_addr_is_unicast(int family, const unsigned char *b)
+{
+	static const unsigned char zero[16];
+	if (family == AF_INET)
+		return memcmp(b, zero, 4) && b[0] != 127 && b[0] < 224;
+	if (family == AF_INET6) {
+		bool loop = !memcmp(b, zero, 15) && b[15] == 1;
+		return memcmp(b, zero, 16) && !loop && b[0] != 0xff;
+	}
+	return false;
+}
+
+void agree_net_mask(int family, unsigned char *b, int prefixlen)
+{
+	int bits = family == AF_INET ? 32 : 128;
+	for (int i = 0; i < 16; i++) {
+		int keep = prefixlen - 8 * i;
+		if (8 * i >= bits || keep <= 0)
+			b[i] = 0;
+		else if (keep < 8)
+			b[i] &= (unsigned char)(0xff << (8 - keep));
+	}
+}
+
+void agree_net_format(struct agree_network *n)
+{
+	char a[AGREE_ADDR_TEXT_MAX];
+	if (!inet_ntop(n->family, n->bytes, a, sizeof(a)))
+		strcpy(a, "?");
+	snprintf(n->text, sizeof(n->text), "%s/%d", a, n->prefixlen);
+}
+
+int agree_network_parse(const char *cidr, struct agree_network *out, np_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	const char *slash = cidr ? strchr(cidr, '/') : NULL;
+	char a[AGREE_ADDR_TEXT_MAX];
+	if (!slash || (size_t)(slash - cidr) >= sizeof(a))
+		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\" is not ADDRESS/PREFIX",
+				    cidr ? cidr : "");
+	memcpy(a, cidr, (size_t)(slash - cidr));
+	a[slash - cidr] = '\0';
+	int family = strchr(a, ':') ? AF_INET6 : AF_INET;
+	int max = family == AF_INET ? 32 : 128, plen = 0;
+	const char *p = slash + 1;
+	if (!*p || strlen(p) > 3)
+		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": bad prefix length", cidr);
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": bad prefix length",
+					    cidr);
+		plen = plen * 10 + (*p - '0');
+	}
+	if (plen > max)
+		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": prefix length over %d", cidr,
+				    max);
+	if (!agree_addr_from_text(family, a, out->bytes))
+		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": bad address", cidr);
+	out->family = family;
+	out->prefixlen = plen;
+	agree_net_mask(family, out->bytes, plen);
+	agree_net_format(out);
+	return 0;
+}
+
+bool agree_network_equal(const struct agree_network *a, const struct agree_network *b)
+{
+	return a->family == b->family && a->prefixlen == b->prefixlen &&
+	       !memcmp(a->bytes, b->bytes, 16);
+}
+
+/* ---- building a report ---- */
+
+static bool cand_same(const struct agree_cand *a, const struct agree_cand *b)
+{
+	return a->family == b->family && !strcmp(a->ifname, b->ifname) &&
+	       !memcmp(a->addr, b->addr, 16);
+}
+
+/* One entry for (interface, address); false when it cannot be published. */
+static bool cand_from_nic(const struct nic *nc, const struct policy_verdict *v,
+			  const struct nic_addr *a, struct agree_cand *c)
+{
+	memset(c, 0, sizeof(*c));
+	int max = a->family == AF_INET ? 32 : 128;
+	if ((a->family != AF_INET && a->family != AF_INET6) || nic_addr_is_link_local(a) ||
+	    !agree_addr_is_unicast(a->family, a->bytes) || a->prefixlen < 1 || a->prefixlen > max)
+		return false;
+	if (!nc->name[0] || strlen(nc->name) >= IFNAMSIZ || !agree_str_ok(nc->name, AGREE_CS_IFNAME))
+		return false;
+	strcpy(c->ifname, nc->name);
+	const char *cls = nic_class_name(nc->cls);
+	snprintf(c->cls, sizeof(c->cls), "%s", cls && agree_str_ok(cls, AGREE_CS_CLS) ? cls : "other");
+	c->family = a->family;
+	memcpy(c->addr, a->bytes, a->family == AF_INET ? 4 : 16);
+	inet_ntop(a->family, c->addr, c->addr_text, sizeof(c->addr_text));
+	c->prefixlen = a->prefixlen;
+	/* The speed the policy counts for sockets (an IPoIB link rate is not). */
+	long mbps = v->socket_mbps;
+	c->mbps = mbps < 0 ? -1 : mbps > MBPS_MAX ? MBPS_MAX : mbps;
+	c->score = v->score > SCORE_MAX ? SCORE_MAX : v->score < -SCORE_MAX ? -SCORE_MAX : v->score;
+	c->mtu = nc->mtu >= 68 && nc->mtu <= 65536 ? nc->mtu : 0;
+	for (size_t i = 0; i < nc->n_rdma; i++) {
+		const struct nic_rdma_port *p = &nc->rdma[i];
+		if (p->active && p->hca[0] && p->port >= 1 && p->port <= 255 &&
+		    agree_str_ok(p->hca, AGREE_CS_NAME)) {
+			snprintf(c->rdma, sizeof(c->rdma), "%s:%d", p->hca, p->port);
+			break;
+		}
+	}
+	return true;
+}
+
+static int check_identity(const char *pod, const char *uid, const char *node, np_error *err)
+{
+	if (!pod || !*pod || strlen(pod) >= AGREE_NAME_MAX || !agree_str_ok(pod, AGREE_CS_NAME))
+		return np_error_set(err, NP_EUSAGE, 0, "pod name \"%s\" is not a valid name",
+				    pod ? pod : "");
+	if (uid && (strlen(uid) >= AGREE_UID_MAX || !agree_str_ok(uid, AGREE_CS_NAME)))
+		return np_error_set(err, NP_EUSAGE, 0, "pod uid \"%s\" is not valid", uid);
+	if (node && (strlen(node) >= AGREE_NAME_MAX || !agree_str_ok(node, AGREE_CS_NAME)))
+		return np_error_set(err, NP_EUSAGE, 0, "node name \"%s\" is not valid", node);
+	return 0;
+}
+
+int agree_report_from_nics(const char *pod, const char *uid, const char *node,
+			   const struct nic_list *nics, const struct policy_ranking *ranking,
+			   struct agree_report *out, np_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	if (check_identity(pod, uid, node, err) < 0)
+		return -1;
+	strcpy(out->pod, pod);
+	strcpy(out->uid, uid ? uid : "");
+	strcpy(out->node, node ? node : "");
+	int dropped = 0;
+	for (size_t k = 0; k < ranking->n_usable; k++) {
+		size_t i = ranking->order[k];
+		if (i >= nics->n || i >= ranking->n)
+			continue;
+		const struct nic *nc = &nics->v[i];
+		const struct policy_verdict *v = &ranking->v[i];
+		/* The address the policy chose goes first, then the others. */
+		for (long j = -1; j < (long)nc->n_addrs; j++) {
+			long ai = j < 0 ? v->addr : j;
+			if (ai < 0 || ai >= (long)nc->n_addrs || (j >= 0 && j == v->addr))
+				continue;
+			struct agree_cand c;
+			if (!cand_from_nic(nc, v, &nc->addrs[ai], &c))
+				continue;
+			bool dup = false;
+			for (size_t e = 0; e < out->n && !dup; e++)
+				dup = cand_same(&out->c[e], &c);
+			if (dup)
+				continue;
+			if (out->n == AGREE_CAND_MAX) {
+				dropped++;
+				continue;
+			}
+			out->c[out->n++] = c;
+		}
+	}
+	return dropped;
+}
+
+static json_t *cand_to_json(const struct agree_cand *c)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "if", json_string(c->ifname));
+	json_object_set_new(o, "cls", json_string(c->cls));
+	json_object_set_new(o, "fam", json_integer(c->family == AF_INET ? 4 : 6));
+	json_object_set_new(o, "addr", json_string(c->addr_text));
+	json_object_set_new(o, "plen", json_integer(c->prefixlen));
+	if (c->has_gw) {
+		char gw[AGREE_ADDR_TEXT_MAX];
+		inet_ntop(c->family, c->gw, gw, sizeof(gw));
+		json_object_set_new(o, "gw", json_string(gw));
+	}
+	json_object_set_new(o, "mbps", json_integer(c->mbps));
+	json_object_set_new(o, "score", json_integer(c->score));
+	if (c->rdma[0])
+		json_object_set_new(o, "rdma", json_string(c->rdma));
+	json_object_set_new(o, "mtu", json_integer(c->mtu));
+	return o;
+}
+
+int agree_report_to_json(const struct agree_report *r, char **json, np_error *err)
+{
+	*json = NULL;
+	if (check_identity(r->pod, r->uid, r->node, err) < 0)
+		return -1;
+	json_t *root = json_object();
+	json_object_set_new(root, "v", json_integer(AGREE_REPORT_VERSION));
+	json_object_set_new(root, "pod", json_string(r->pod));
+	json_object_set_new(root, "uid", json_string(r->uid));
+	json_object_set_new(root, "node", json_string(r->node));
+	if (r->host[0] && agree_str_ok(r->host, AGREE_CS_NAME))
+		json_object_set_new(root, "host", json_string(r->host));
+	json_t *arr = json_array();
+	for (size_t i = 0; i < r->n && i < AGREE_CAND_MAX; i++)
+		json_array_append_new(arr, cand_to_json(&r->c[i]));
+	json_object_set_new(root, "c", arr);
+	int dropped = r->n > AGREE_CAND_MAX ? (int)(r->n - AGREE_CAND_MAX) : 0;
+	for (;;) {
+		char *s = json_dumps(root, JSON_COMPACT);
+		if (!s) {
+			json_decref(root);
+			return np_error_set(err, NP_EINTERNAL, 0, "cannot serialize the report");
+		}
+		if (strlen(s) <= AGREE_REPORT_MAX_BYTES) {
+			*json = s;
+			break;
+		}
+		free(s);
+		size_t n = json_array_size(arr);
+		if (n == 0) {
+			json_decref(root);
+			return np_error_set(err, NP_EINTERNAL, 0, "report over %d bytes",
+					    AGREE_REPORT_MAX_BYTES);
+		}
+		/* The lowest-ranked entry goes first: the best ones must get through. */
+		json_array_remove(arr, n - 1);
+		dropped++;
+	}
+	json_decref(root);
+	return dropped;
+}
+
+int agree_report_build(const char *pod, const char *uid, const char *node,
+		       const struct nic_list *nics, const struct policy_ranking *ranking,
+		       char **json, np_error *err)
+{
+	*json = NULL;
+	struct agree_report *r = malloc(sizeof(*r));
+	if (!r)
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "report");
+	int d1 = agree_report_from_nics(pod, uid, node, nics, ranking, r, err);
+	int d2 = d1 < 0 ? -1 : agree_report_to_json(r, json, err);
+	free(r);
+	return d2 < 0 ? -1 : d1 + d2;
+}
+
+/* ---- reading a report ---- */
+
+/* "mlx5_0:1": an HCA name, a colon, a port 1..255 without leading zeros. */
+static bool rdma_ok(const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	if (!colon || colon == s || colon[1] < '1' || colon[1] > '9' || strlen(colon + 1) > 3)
+		return false;
+	for (const char *p = s; p < colon; p++)
+		if (!char_ok((unsigned char)*p, AGREE_CS_NAME))
+			return false;
+	long port = 0;
+	for (const char *p = colon + 1; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		port = port * 10 + (*p - '0');
+	}
+	return port <= 255;
+}
+
+static int parse_cand(const json_t *o, struct agree_cand *c, char *why)
+{
+	static const char *const keys[] = { "if",   "cls",   "fam",  "addr", "plen", "gw",
+					    "mbps", "score", "rdma", "mtu",  NULL };
+	char text[AGREE_ADDR_TEXT_MAX];
+	long fam, v;
+	memset(c, 0, sizeof(*c));
+	if (!json_is_object(o))
+		return snprintf(why, AGREE_WHY_MAX, "not an object"), -1;
+	if (agree_check_keys(o, keys, why) < 0 ||
+	    agree_get_str(o, "if", true, AGREE_CS_IFNAME, 1, c->ifname, sizeof(c->ifname), why) < 0 ||
+	    agree_get_str(o, "cls", true, AGREE_CS_CLS, 1, c->cls, sizeof(c->cls), why) < 0 ||
+	    agree_get_int(o, "fam", true, 4, 6, &fam, why) < 0)
+		return -1;
+	if (fam == 5)
+		return snprintf(why, AGREE_WHY_MAX, "\"fam\" is 5, not 4 or 6"), -1;
+	if (!strcmp(c->ifname, ".") || !strcmp(c->ifname, ".."))
+		return snprintf(why, AGREE_WHY_MAX, "\"if\" is not an interface name"), -1;
+	c->family = fam == 4 ? AF_INET : AF_INET6;
+	if (agree_get_str(o, "addr", true, AGREE_CS_TEXT, 2, text, sizeof(text), why) < 0)
+		return -1;
+	if (!agree_addr_from_text(c->family, text, c->addr) ||
+	    !agree_addr_is_unicast(c->family, c->addr))
+		return snprintf(why, AGREE_WHY_MAX, "\"addr\" \"%s\" is not a unicast IPv%ld address",
+				text, fam), -1;
+	inet_ntop(c->family, c->addr, c->addr_text, sizeof(c->addr_text));
+	if (agree_get_int(o, "plen", true, 1, fam == 4 ? 32 : 128, &v, why) < 0)
+		return -1;
+	c->prefixlen = (int)v;
+	int r = agree_get_str(o, "gw", false, AGREE_CS_TEXT, 2, text, sizeof(text), why);
+	if (r < 0)
+		return -1;
+	if (r == 0) {
+		if (!agree_addr_from_text(c->family, text, c->gw) ||
+		    !agree_addr_is_unicast(c->family, c->gw))
+			return snprintf(why, AGREE_WHY_MAX, "\"gw\" \"%s\" is not an IPv%ld address",
+					text, fam), -1;
+		c->has_gw = true;
+		inet_ntop(c->family, c->gw, c->gw_text, sizeof(c->gw_text));
+	}
+	if (agree_get_int(o, "mbps", true, -1, MBPS_MAX, &c->mbps, why) < 0 ||
+	    agree_get_int(o, "score", true, -SCORE_MAX, SCORE_MAX, &c->score, why) < 0 ||
+	    agree_get_int(o, "mtu", true, 0, 65536, &v, why) < 0)
+		return -1;
+	if (v > 0 && v < 68)
+		return snprintf(why, AGREE_WHY_MAX, "\"mtu\" is %ld, not 0 or 68..65536", v), -1;
+	c->mtu = (int)v;
+	r = agree_get_str(o, "rdma", false, AGREE_CS_TEXT, 3, c->rdma, sizeof(c->rdma), why);
+	if (r < 0)
+		return -1;
+	if (r == 0 && !rdma_ok(c->rdma))
+		return snprintf(why, AGREE_WHY_MAX, "\"rdma\" is not HCA:PORT"), -1;
+	return 0;
+}
+
+static int bad_report(np_error *err, const char *pod, const char *why)
+{
+	if (pod && *pod)
+		return np_error_set(err, NP_EK8S, 0, "bad report from pod %s: %s", pod, why);
+	return np_error_set(err, NP_EK8S, 0, "bad report: %s", why);
+}
+
+int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err)
+{
+	static const char *const keys[] = { "v", "pod", "uid", "node", "host", "c", NULL };
+	char why[AGREE_WHY_MAX] = "";
+	long version;
+	memset(out, 0, sizeof(*out));
+	if (!json)
+		return bad_report(err, NULL, "empty");
+	if (len > AGREE_REPORT_MAX_BYTES) {
+		snprintf(why, sizeof(why), "%zu bytes, more than %d", len, AGREE_REPORT_MAX_BYTES);
+		return bad_report(err, NULL, why);
+	}
+	json_error_t je;
+	json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		snprintf(why, sizeof(why), "not JSON: %.120s (line %d, column %d)", je.text, je.line,
+			 je.column);
+		if (!agree_str_ok(why, AGREE_CS_TEXT))
+			snprintf(why, sizeof(why), "not JSON (line %d, column %d)", je.line, je.column);
+		return bad_report(err, NULL, why);
+	}
+	int rc = -1;
+	if (!json_is_object(root)) {
+		snprintf(why, sizeof(why), "not a JSON object");
+		goto out;
+	}
+	/* The name first, so that every later message can say whose report it is. */
+	if (agree_get_str(root, "pod", true, AGREE_CS_NAME, 1, out->pod, sizeof(out->pod), why) < 0)
+		goto out;
+	if (agree_get_int(root, "v", true, 1, 1LL << 40, &version, why) < 0)
+		goto out;
+	if (version > AGREE_REPORT_VERSION) {
+		rc = np_error_set(err, NP_EK8S, 0,
+				  "report version %ld from pod %s is newer than this nicpick (%d)",
+				  version, out->pod, AGREE_REPORT_VERSION);
+		json_decref(root);
+		memset(out, 0, sizeof(*out));
+		return rc;
+	}
+	if (agree_check_keys(root, keys, why) < 0 ||
+	    agree_get_str(root, "uid", true, AGREE_CS_NAME, 0, out->uid, sizeof(out->uid), why) < 0 ||
+	    agree_get_str(root, "node", true, AGREE_CS_NAME, 0, out->node, sizeof(out->node), why) < 0 ||
+	    agree_get_str(root, "host", false, AGREE_CS_NAME, 1, out->host, sizeof(out->host), why) < 0)
+		goto out;
+	const json_t *arr = json_object_get(root, "c");
+	if (!json_is_array(arr)) {
+		snprintf(why, sizeof(why), "\"c\" is %s", arr ? "not an array" : "missing");
+		goto out;
+	}
+	if (json_array_size(arr) > AGREE_CAND_MAX) {
+		snprintf(why, sizeof(why), "%zu candidates, more than %d", json_array_size(arr),
+			 AGREE_CAND_MAX);
+		goto out;
+	}
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		char cwhy[AGREE_WHY_MAX];
+		if (parse_cand(json_array_get(arr, i), &out->c[i], cwhy) < 0) {
+			snprintf(why, sizeof(why), "candidate %zu: %.200s", i, cwhy);
+			goto out;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (cand_same(&out->c[j], &out->c[i])) {
+				snprintf(why, sizeof(why), "candidate %zu duplicates %zu (%s %s)", i, j,
+					 out->c[i].ifname, out->c[i].addr_text);
+				goto out;
+			}
+		}
+		out->n = i + 1;
+	}
+	rc = 0;
+out:
+	json_decref(root);
+	if (rc < 0) {
+		char pod[AGREE_NAME_MAX];
+		strcpy(pod, out->pod);
+		memset(out, 0, sizeof(*out));
+		return bad_report(err, pod, why);
+	}
+	return 0;
+}

@@ -1,0 +1,557 @@
+/* The report and decision formats: building, strict reading, fuzzing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "agree/agree.h"
+
+static void set_addr(struct nic_addr *a, const char *text, int plen)
+{
+	memset(a, 0, sizeof(*a));
+	a->family = strchr(text, ':') ? AF_INET6 : AF_INET;
+	assert_int_equal(inet_pton(a->family, text, a->bytes), 1);
+	a->prefixlen = plen;
+	snprintf(a->text, sizeof(a->text), "%s", text);
+}
+
+/* eth0 (mgmt), ens3f0 (fast, RDMA, two global addresses and a link-local), cni0 (not usable). */
+struct node_fixture {
+	struct nic nics[3];
+	struct nic_addr a0[1], a1[4], a2[1];
+	struct nic_rdma_port rdma[2];
+	struct policy_verdict v[3];
+	size_t order[2];
+	struct nic_list list;
+	struct policy_ranking rank;
+};
+
+static void node_fixture(struct node_fixture *f)
+{
+	memset(f, 0, sizeof(*f));
+	struct nic *n = f->nics;
+	strcpy(n[0].name, "eth0");
+	n[0].cls = NIC_CLASS_VETH;
+	n[0].eff_speed_mbps = 10000;
+	n[0].mtu = 1500;
+	set_addr(&f->a0[0], "192.168.1.10", 24);
+	n[0].addrs = f->a0;
+	n[0].n_addrs = 1;
+
+	strcpy(n[1].name, "ens3f0");
+	n[1].cls = NIC_CLASS_PHYSICAL;
+	n[1].eff_speed_mbps = 100000;
+	n[1].mtu = 9000;
+	set_addr(&f->a1[0], "fe80::1", 64);
+	set_addr(&f->a1[1], "fd00:9::3", 64);
+	set_addr(&f->a1[2], "10.9.0.3", 24);
+	set_addr(&f->a1[3], "10.9.0.3", 24); /* netlink listed it twice: published once */
+	n[1].addrs = f->a1;
+	n[1].n_addrs = 4;
+	strcpy(f->rdma[0].hca, "mlx5_1");
+	f->rdma[0].port = 1; /* down: not published */
+	strcpy(f->rdma[1].hca, "mlx5_0");
+	f->rdma[1].port = 1;
+	f->rdma[1].active = true;
+	n[1].rdma = f->rdma;
+	n[1].n_rdma = 2;
+
+	strcpy(n[2].name, "cni0");
+	n[2].cls = NIC_CLASS_BRIDGE;
+	set_addr(&f->a2[0], "10.244.0.1", 24);
+	n[2].addrs = f->a2;
+	n[2].n_addrs = 1;
+
+	f->v[0] = (struct policy_verdict){ .usable = true, .score = 10, .addr = 0, .family = AF_INET, .socket_mbps = 10000 };
+	f->v[1] = (struct policy_verdict){ .usable = true, .score = 500, .addr = 2, .family = AF_INET, .socket_mbps = 100000 };
+	f->v[2] = (struct policy_verdict){ .usable = false, .addr = -1 };
+	f->order[0] = 1;
+	f->order[1] = 0;
+	f->list = (struct nic_list){ .v = f->nics, .n = 3 };
+	f->rank = (struct policy_ranking){ .v = f->v, .n = 3, .order = f->order, .n_usable = 2 };
+}
+
+static void test_report_round_trip_in_ranking_order(void **state)
+{
+	struct node_fixture f;
+	struct agree_report r;
+	np_error err = { 0 };
+	char *json = NULL;
+	node_fixture(&f);
+	assert_int_equal(agree_report_build("job-w-3", "6f1c-aa", "nodeA", &f.list, &f.rank, &json,
+					    &err),
+			 0);
+	assert_true(strlen(json) <= AGREE_REPORT_MAX_BYTES);
+	assert_int_equal(agree_report_parse(json, strlen(json), &r, &err), 0);
+	assert_string_equal(r.pod, "job-w-3");
+	assert_string_equal(r.uid, "6f1c-aa");
+	assert_string_equal(r.node, "nodeA");
+	assert_int_equal(r.n, 3);
+	/* The chosen address of the best interface first, link-local and cni0 left out. */
+	assert_string_equal(r.c[0].ifname, "ens3f0");
+	assert_string_equal(r.c[0].addr_text, "10.9.0.3");
+	assert_int_equal(r.c[0].family, AF_INET);
+	assert_int_equal(r.c[0].prefixlen, 24);
+	assert_int_equal(r.c[0].mbps, 100000);
+	assert_int_equal(r.c[0].score, 500);
+	assert_int_equal(r.c[0].mtu, 9000);
+	assert_string_equal(r.c[0].cls, "physical");
+	assert_string_equal(r.c[0].rdma, "mlx5_0:1");
+	assert_false(r.c[0].has_gw);
+	assert_string_equal(r.c[1].addr_text, "fd00:9::3");
+	assert_int_equal(r.c[1].family, AF_INET6);
+	assert_string_equal(r.c[2].ifname, "eth0");
+	assert_string_equal(r.c[2].cls, "veth");
+	assert_string_equal(r.c[2].rdma, "");
+
+	/* Gateways and host survive the trip too, and writing again gives the same text. */
+	strcpy(r.host, "hostA");
+	r.c[2].has_gw = true;
+	inet_pton(AF_INET, "192.168.1.1", r.c[2].gw);
+	char *again = NULL;
+	struct agree_report r2;
+	assert_int_equal(agree_report_to_json(&r, &again, &err), 0);
+	assert_non_null(strstr(again, "\"gw\":\"192.168.1.1\""));
+	assert_int_equal(agree_report_parse(again, strlen(again), &r2, &err), 0);
+	assert_string_equal(r2.host, "hostA");
+	assert_string_equal(r2.c[2].gw_text, "192.168.1.1");
+	char *third = NULL;
+	assert_int_equal(agree_report_to_json(&r2, &third, &err), 0);
+	assert_string_equal(again, third);
+	free(json);
+	free(again);
+	free(third);
+}
+
+static void test_report_build_refuses_bad_pod_name(void **state)
+{
+	struct node_fixture f;
+	np_error err = { 0 };
+	char *json = NULL;
+	node_fixture(&f);
+	assert_int_equal(agree_report_build("", "u", "n", &f.list, &f.rank, &json, &err), -1);
+	assert_int_equal(err.status, NP_EUSAGE);
+	assert_null(json);
+	assert_int_equal(agree_report_build("a b", "u", "n", &f.list, &f.rank, &json, &err), -1);
+}
+
+static void big_report(struct agree_report *r)
+{
+	memset(r, 0, sizeof(*r));
+	memset(r->pod, 'p', AGREE_NAME_MAX - 1);
+	memset(r->node, 'n', AGREE_NAME_MAX - 1);
+	memset(r->host, 'h', AGREE_NAME_MAX - 1);
+	memset(r->uid, 'u', AGREE_UID_MAX - 1);
+	for (int i = 0; i < AGREE_CAND_MAX; i++) {
+		struct agree_cand *c = &r->c[r->n++];
+		snprintf(c->ifname, sizeof(c->ifname), "enp%02ux0f0np0", (unsigned)i % 100u);
+		strcpy(c->cls, "sriov-vf");
+		c->family = AF_INET6;
+		char a[64];
+		snprintf(a, sizeof(a), "fd00:1111:2222:3333:4444:5555:6666:%x", i + 1);
+		inet_pton(AF_INET6, a, c->addr);
+		inet_ntop(AF_INET6, c->addr, c->addr_text, sizeof(c->addr_text));
+		c->prefixlen = 64;
+		c->has_gw = true;
+		inet_pton(AF_INET6, "fd00:1111:2222:3333:4444:5555:6666:ffff", c->gw);
+		c->mbps = 99999999;
+		c->score = -999999999999;
+		snprintf(c->rdma, sizeof(c->rdma), "mlx5_%040d:255", i);
+		c->mtu = 65536;
+	}
+}
+
+static void test_report_over_16k_drops_lowest_ranked(void **state)
+{
+	struct agree_report *r = malloc(sizeof(*r)), *back = malloc(sizeof(*back));
+	np_error err = { 0 };
+	char *json = NULL;
+	big_report(r);
+	int dropped = agree_report_to_json(r, &json, &err);
+	assert_true(dropped > 0);
+	assert_true(strlen(json) <= AGREE_REPORT_MAX_BYTES);
+	assert_int_equal(agree_report_parse(json, strlen(json), back, &err), 0);
+	assert_int_equal(back->n + (size_t)dropped, AGREE_CAND_MAX);
+	assert_string_equal(back->c[0].ifname, "enp00x0f0np0"); /* the best kept */
+	assert_string_equal(back->c[back->n - 1].ifname, r->c[back->n - 1].ifname);
+	free(json);
+	free(r);
+	free(back);
+}
+
+#define VALID_CAND "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":100000,\"score\":5,\"mtu\":9000}"
+#define HEAD "{\"v\":1,\"pod\":\"job-w-3\",\"uid\":\"u1\",\"node\":\"nodeA\",\"c\":["
+#define CAND(fields) "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\"," fields "}"
+
+static void test_report_strict_rejection_table(void **state)
+{
+	static const struct {
+		const char *json, *why;
+	} table[] = {
+		{ "{\"v\":2,\"pod\":\"job-w-3\",\"x\":1}",
+		  "report version 2 from pod job-w-3 is newer than this nicpick (1)" },
+		{ "{\"v\":0,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "\"v\" is 0, not 1.." },
+		{ "{\"v\":\"1\",\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "\"v\" is not an integer" },
+		{ "{\"v\":1,\"pod\":7,\"uid\":\"\",\"node\":\"\",\"c\":[]}", "bad report: \"pod\" is not a string" },
+		{ "{\"v\":1,\"pod\":\"p\",\"node\":\"\",\"c\":[]}", "from pod p: missing \"uid\"" },
+		{ "{\"v\":1,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\"}", "\"c\" is missing" },
+		{ "{\"v\":1,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":{}}", "\"c\" is not an array" },
+		{ "{\"v\":1,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[],\"extra\":1}", "unknown key \"extra\"" },
+		{ "{\"v\":1,\"pod\":\"a b\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "\"pod\" has characters" },
+		{ "{\"v\":1,\"pod\":\"\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "\"pod\" has length 0" },
+		{ "{\"v\":1,\"v\":1,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "not JSON" },
+		{ "[1,2]", "not a JSON object" },
+		{ HEAD "]} trailing", "not JSON" },
+		{ HEAD "1]}", "candidate 0: not an object" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5") "]}", "candidate 0: missing \"mtu\"" },
+		{ HEAD CAND("\"plen\":33,\"mbps\":1,\"score\":5,\"mtu\":0") "]}", "\"plen\" is 33, not 1..32" },
+		{ HEAD CAND("\"plen\":0,\"mbps\":1,\"score\":5,\"mtu\":0") "]}", "\"plen\" is 0" },
+		{ HEAD CAND("\"plen\":\"24\",\"mbps\":1,\"score\":5,\"mtu\":0") "]}", "\"plen\" is not an integer" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1.5,\"score\":5,\"mtu\":0") "]}", "\"mbps\" is not an integer" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":-2,\"score\":5,\"mtu\":0") "]}", "\"mbps\" is -2" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":10") "]}", "\"mtu\" is 10" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0,\"gw\":\"fd00::1\"") "]}", "\"gw\" \"fd00::1\" is not an IPv4" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0,\"rdma\":\"mlx5_0\"") "]}", "\"rdma\" is not HCA:PORT" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0,\"rdma\":\"mlx5_0:0\"") "]}", "\"rdma\" is not HCA:PORT" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0,\"rdma\":\"mlx5_0:256\"") "]}", "\"rdma\" is not HCA:PORT" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0,\"speed\":1") "]}", "unknown key \"speed\"" },
+		{ HEAD "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.300\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "\"addr\" \"10.9.0.300\" is not a unicast IPv4 address" },
+		{ HEAD "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"fd00::1\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "is not a unicast IPv4 address" },
+		{ HEAD "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"0.0.0.0\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "is not a unicast IPv4 address" },
+		{ HEAD "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":6,\"addr\":\"fd00::1\",\"plen\":129,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "\"plen\" is 129, not 1..128" },
+		{ HEAD "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":5,\"addr\":\"fd00::1\",\"plen\":64,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "\"fam\" is 5" },
+		{ HEAD "{\"if\":\"\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "\"if\" has length 0, not 1..15" },
+		{ HEAD "{\"if\":\"abcdefghijklmnop\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "\"if\" has length 16, not 1..15" },
+		{ HEAD "{\"if\":\"a/b\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "\"if\" has characters that are not allowed" },
+		{ HEAD "{\"if\":\"a\\u0000b\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
+		  "not JSON" },
+		{ HEAD VALID_CAND "," VALID_CAND "]}", "candidate 1 duplicates 0 (eth1 10.9.0.3)" },
+	};
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		struct agree_report r;
+		np_error err = { 0 };
+		int rc = agree_report_parse(table[i].json, strlen(table[i].json), &r, &err);
+		if (rc != -1 || err.status != NP_EK8S || !strstr(err.msg, table[i].why))
+			fail_msg("case %zu: rc %d status %d msg \"%s\", wanted \"%s\"", i, rc,
+				 err.status, err.msg, table[i].why);
+		assert_int_equal(r.n, 0);
+	}
+}
+
+static void test_report_size_and_count_limits(void **state)
+{
+	np_error err = { 0 };
+	struct agree_report r;
+	/* A valid report padded past 16 KiB is refused before it is parsed. */
+	size_t len = AGREE_REPORT_MAX_BYTES + 1;
+	char *big = malloc(len + 1);
+	const char *v = HEAD "]}";
+	memset(big, ' ', len);
+	memcpy(big, v, strlen(v));
+	big[len] = '\0';
+	assert_int_equal(agree_report_parse(big, len, &r, &err), -1);
+	assert_non_null(strstr(err.msg, "16385 bytes, more than 16384"));
+	assert_int_equal(agree_report_parse(big, len - 1, &r, &err), 0);
+	free(big);
+
+	/* 65 distinct candidates. */
+	char *many = malloc(AGREE_REPORT_MAX_BYTES);
+	strcpy(many, HEAD);
+	for (int i = 0; i <= AGREE_CAND_MAX; i++)
+		sprintf(many + strlen(many),
+			"%s{\"if\":\"e%d\",\"cls\":\"x\",\"fam\":4,\"addr\":\"10.0.0.%d\",\"plen\":8,"
+			"\"mbps\":1,\"score\":1,\"mtu\":0}",
+			i ? "," : "", i, i + 1);
+	strcat(many, "]}");
+	assert_int_equal(agree_report_parse(many, strlen(many), &r, &err), -1);
+	assert_non_null(strstr(err.msg, "65 candidates, more than 64"));
+	free(many);
+}
+
+static const char *const tokens[] = { "\"", "{", "}", "[", "]", ",", ":", "null", "-1",
+				      "1e99", "\"fam\":6", "\\u0000", "99999999999999999999",
+				      "\"v\":2", "\xff", "0.5", "true", "\"routed\"" };
+
+/* One to four random edits of buf (len bytes, room for cap). */
+static size_t mutate(char *buf, size_t len, size_t cap, unsigned *seed)
+{
+	int muts = 1 + rand_r(seed) % 4;
+	for (int m = 0; m < muts && len > 0; m++) {
+		size_t at = (size_t)rand_r(seed) % len, n;
+		const char *t;
+		switch (rand_r(seed) % 5) {
+		case 0: /* flip a byte */
+			buf[at] = (char)(rand_r(seed) & 0xff);
+			break;
+		case 1: /* delete a span */
+			n = 1 + (size_t)rand_r(seed) % 8;
+			if (at + n > len)
+				n = len - at;
+			memmove(buf + at, buf + at + n, len - at - n);
+			len -= n;
+			break;
+		case 2: /* insert a token */
+			t = tokens[rand_r(seed) % (sizeof(tokens) / sizeof(*tokens))];
+			n = strlen(t);
+			if (len + n > cap)
+				break;
+			memmove(buf + at + n, buf + at, len - at);
+			memcpy(buf + at, t, n);
+			len += n;
+			break;
+		case 3: /* truncate */
+			len = at;
+			break;
+		default: /* duplicate a span */
+			n = 1 + (size_t)rand_r(seed) % 32;
+			if (at + n > len)
+				n = len - at;
+			if (len + n > cap)
+				break;
+			memmove(buf + at + n, buf + at, len - at);
+			len += n;
+			break;
+		}
+	}
+	return len;
+}
+
+/* Mutations of a valid report: never a crash, and whatever is accepted
+ * writes back to something that is accepted again. */
+static void test_report_fuzz_mutations_never_crash(void **state)
+{
+	struct node_fixture f;
+	np_error err = { 0 };
+	char *seed_json = NULL;
+	node_fixture(&f);
+	assert_int_equal(agree_report_build("job-w-3", "u", "nodeA", &f.list, &f.rank, &seed_json,
+					    &err),
+			 0);
+	struct agree_report *r = malloc(sizeof(*r)), *r2 = malloc(sizeof(*r2));
+	size_t seed_len = strlen(seed_json), accepted = 0;
+	char *buf = malloc(4 * seed_len);
+	unsigned seed = 12345;
+	for (int it = 0; it < 10000; it++) {
+		memcpy(buf, seed_json, seed_len);
+		size_t len = mutate(buf, seed_len, 4 * seed_len, &seed);
+		/* Not NUL-terminated on purpose: the reader must respect len. */
+		np_error e = { 0 };
+		if (agree_report_parse(buf, len, r, &e) == 0) {
+			char *again = NULL;
+			accepted++;
+			assert_true(agree_report_to_json(r, &again, &e) >= 0);
+			assert_int_equal(agree_report_parse(again, strlen(again), r2, &e), 0);
+			assert_int_equal(r2->n, r->n);
+			free(again);
+		} else {
+			assert_int_equal(e.status, NP_EK8S);
+			assert_true(strlen(e.msg) > 0);
+		}
+	}
+	print_message("report fuzz: 10000 mutations, %zu accepted\n", accepted);
+	free(buf);
+	free(r);
+	free(r2);
+	free(seed_json);
+}
+
+/* ---- the decision annotation ---- */
+
+static void two_pods(struct agree_report *r)
+{
+	memset(r, 0, 2 * sizeof(*r));
+	const char *pods[] = { "job-w-1", "job-w-0" }, *ifs[] = { "ens3f0", "eth1" };
+	for (int i = 0; i < 2; i++) {
+		strcpy(r[i].pod, pods[i]);
+		struct agree_cand *c = &r[i].c[r[i].n++];
+		strcpy(c->ifname, ifs[i]);
+		strcpy(c->cls, "physical");
+		c->family = AF_INET;
+		c->addr[0] = 10, c->addr[1] = 9, c->addr[3] = (unsigned char)(i + 1);
+		c->prefixlen = 24;
+		c->mbps = 100000;
+		c = &r[i].c[r[i].n++];
+		strcpy(c->ifname, "cni0");
+		c->family = AF_INET;
+		inet_pton(AF_INET, "10.244.0.1", c->addr);
+		c->prefixlen = 24;
+	}
+}
+
+static void test_decision_round_trip_and_check_own(void **state)
+{
+	struct agree_report r[2];
+	struct agree_decision d, back;
+	struct agree_options opt = { 0 };
+	struct agree_own own;
+	np_error err = { 0 };
+	char *json = NULL, *again = NULL;
+	two_pods(r);
+	agree_network_parse("10.8.0.0/16", &opt.excluded[opt.n_excluded++], &err);
+	assert_int_equal(agree_decide(r, 2, &opt, &d, &err), 0);
+	assert_int_equal(agree_decision_to_json(&d, &json, &err), 0);
+	assert_int_equal(agree_decision_parse(json, strlen(json), &back, &err), 0);
+	assert_int_equal(agree_decision_to_json(&back, &again, &err), 0);
+	assert_string_equal(json, again);
+	assert_string_equal(back.rails[0].net.text, "10.9.0.0/24");
+	assert_string_equal(back.excluded[0].text, "10.8.0.0/16");
+
+	assert_int_equal(agree_decision_check_own(&back, &r[0], &own, &err), 0);
+	assert_int_equal(own.n_rails, 1);
+	assert_int_equal(own.cand[0], 0);
+	assert_int_equal(agree_decision_check_own(&back, &r[1], &own, &err), 0);
+
+	struct agree_report stranger = r[0];
+	strcpy(stranger.pod, "job-w-9");
+	assert_int_equal(agree_decision_check_own(&back, &stranger, &own, &err), -1);
+	assert_int_equal(err.status, NP_EK8S);
+	assert_non_null(strstr(err.msg, "does not include pod job-w-9"));
+
+	struct agree_report moved = r[0]; /* same pod, its report changed since */
+	moved.c[0].addr[3] = 77;
+	assert_int_equal(agree_decision_check_own(&back, &moved, &own, &err), -1);
+	assert_int_equal(err.status, NP_EK8S);
+	assert_non_null(strstr(err.msg, "names ens3f0 10.9.0.1 for pod job-w-1, which is not in its report"));
+	free(json);
+	free(again);
+	agree_decision_free(&d);
+	agree_decision_free(&back);
+
+	/* A failed decision travels too, and a follower exits with its reason. */
+	r[1].n = 1;
+	r[1].c[0].addr[1] = 7;
+	assert_int_equal(agree_decide(r, 2, NULL, &d, &err), -1);
+	assert_int_equal(agree_decision_to_json(&d, &json, &err), 0);
+	assert_int_equal(agree_decision_parse(json, strlen(json), &back, &err), 0);
+	assert_false(back.ok);
+	assert_true(back.n_table > 0);
+	assert_int_equal(agree_decision_check_own(&back, &r[0], &own, &err), -1);
+	assert_int_equal(err.status, NP_ENOCOMMON);
+	assert_string_equal(err.msg, d.error);
+	free(json);
+	agree_decision_free(&d);
+	agree_decision_free(&back);
+}
+
+static void test_decision_strict_rejection(void **state)
+{
+#define RAIL(assign) "\"rails\":[{\"net\":\"10.9.0.0/24\",\"fam\":4,\"mbps\":1,\"score\":1,\"assign\":[" assign "]}]"
+#define A(p) "{\"pod\":\"" p "\",\"if\":\"eth1\",\"addr\":\"10.9.0.1\",\"plen\":24}"
+#define TAIL ",\"nets\":[],\"nets_total\":0,\"table\":[],\"table_total\":0,\"excl\":[]}"
+	static const struct {
+		const char *json, *why;
+	} table[] = {
+		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":2," RAIL(A("a") "," A("b")) TAIL, NULL },
+		{ "{\"v\":2,\"ok\":true}", "version 2 is newer than this nicpick (1)" },
+		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":2," RAIL(A("b") "," A("a")) TAIL,
+		  "not sorted by pod name" },
+		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":3," RAIL(A("a") "," A("b")) TAIL,
+		  "\"assign\" is not an array of 3 pods" },
+		{ "{\"v\":1,\"ok\":\"yes\",\"routed\":false,\"pods\":2," RAIL(A("a") "," A("b")) TAIL,
+		  "\"ok\" is not a boolean" },
+		{ "{\"v\":1,\"ok\":false,\"routed\":false,\"pods\":2,\"rails\":[]" TAIL, "missing \"error\"" },
+		{ "{\"v\":1,\"ok\":false,\"routed\":false,\"pods\":2," RAIL(A("a") "," A("b")) TAIL,
+		  "\"ok\" does not match \"rails\"" },
+		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":1,\"rails\":[{\"net\":\"10.9.0.1/24\","
+		  "\"fam\":4,\"mbps\":1,\"score\":1,\"assign\":[" A("a") "]}]" TAIL,
+		  "\"net\" is not a network" },
+		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":1,\"rails\":[{\"net\":\"10.9.0.0/24\","
+		  "\"fam\":4,\"mbps\":1,\"score\":1,\"assign\":[{\"pod\":\"a\",\"if\":\"eth1\","
+		  "\"addr\":\"fd00::1\",\"plen\":24}]}]" TAIL,
+		  "\"addr\" of pod a is not an address" },
+		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":1,\"bogus\":0}", "unknown key \"bogus\"" },
+	};
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		struct agree_decision d;
+		np_error err = { 0 };
+		int rc = agree_decision_parse(table[i].json, strlen(table[i].json), &d, &err);
+		if (!table[i].why) {
+			if (rc != 0)
+				fail_msg("case %zu refused: %s", i, err.msg);
+			agree_decision_free(&d);
+			continue;
+		}
+		if (rc != -1 || err.status != NP_EK8S || !strstr(err.msg, table[i].why))
+			fail_msg("case %zu: rc %d msg \"%s\", wanted \"%s\"", i, rc, err.msg,
+				 table[i].why);
+		assert_null(d.rails[0].assign);
+	}
+}
+
+static void test_decision_fuzz_mutations_never_crash(void **state)
+{
+	struct agree_report r[2];
+	struct agree_decision d, back;
+	np_error err = { 0 };
+	char *json = NULL;
+	two_pods(r);
+	assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+	assert_int_equal(agree_decision_to_json(&d, &json, &err), 0);
+	agree_decision_free(&d);
+	size_t seed_len = strlen(json), accepted = 0;
+	char *buf = malloc(4 * seed_len);
+	unsigned seed = 777;
+	for (int it = 0; it < 5000; it++) {
+		memcpy(buf, json, seed_len);
+		size_t len = mutate(buf, seed_len, 4 * seed_len, &seed);
+		np_error e = { 0 };
+		if (agree_decision_parse(buf, len, &back, &e) == 0) {
+			struct agree_own own;
+			accepted++;
+			agree_decision_check_own(&back, &r[0], &own, &e);
+			agree_decision_free(&back);
+		} else {
+			assert_int_equal(e.status, NP_EK8S);
+		}
+	}
+	print_message("decision fuzz: 5000 mutations, %zu accepted\n", accepted);
+	free(buf);
+	free(json);
+}
+
+static void test_network_parse(void **state)
+{
+	struct agree_network n;
+	np_error err = { 0 };
+	assert_int_equal(agree_network_parse("10.9.0.77/24", &n, &err), 0);
+	assert_string_equal(n.text, "10.9.0.0/24");
+	assert_int_equal(agree_network_parse("fd00:9::1/64", &n, &err), 0);
+	assert_string_equal(n.text, "fd00:9::/64");
+	assert_int_equal(agree_network_parse("10.9.0.0/33", &n, &err), -1);
+	assert_int_equal(err.status, NP_EUSAGE);
+	assert_int_equal(agree_network_parse("10.9.0.0", &n, &err), -1);
+	assert_int_equal(agree_network_parse("10.9.0.0/2x", &n, &err), -1);
+	assert_int_equal(agree_network_parse("bogus/8", &n, &err), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_report_round_trip_in_ranking_order),
+		cmocka_unit_test(test_report_build_refuses_bad_pod_name),
+		cmocka_unit_test(test_report_over_16k_drops_lowest_ranked),
+		cmocka_unit_test(test_report_strict_rejection_table),
+		cmocka_unit_test(test_report_size_and_count_limits),
+		cmocka_unit_test(test_report_fuzz_mutations_never_crash),
+		cmocka_unit_test(test_decision_round_trip_and_check_own),
+		cmocka_unit_test(test_decision_strict_rejection),
+		cmocka_unit_test(test_decision_fuzz_mutations_never_crash),
+		cmocka_unit_test(test_network_parse),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
