@@ -79,6 +79,8 @@ struct policy_verdict {
 	long score;    /* higher is better; meaningful when usable, 0 otherwise */
 	int addr;      /* index into nic->addrs of the address to use, -1 none */
 	int family;    /* family of that address */
+	long socket_mbps; /* the speed that counts for socket traffic, -1 unknown:
+			   * an IPoIB link's rate is not what sockets get over it */
 	size_t n_reasons; /* why not usable, or notes on a usable one */
 	char reasons[POLICY_REASONS_MAX][POLICY_REASON_LEN];
 };

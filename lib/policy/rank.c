@@ -214,6 +214,7 @@ static void judge(const struct policy *p, const struct nic_list *l, const struct
 	memset(v, 0, sizeof(*v));
 	v->usable = true;
 	v->addr = -1;
+	v->socket_mbps = -1;
 	v->family = AF_UNSPEC;
 
 	if (n->cls == NIC_CLASS_LOOPBACK) {
@@ -230,6 +231,11 @@ static void judge(const struct policy *p, const struct nic_list *l, const struct
 	}
 	if (n->cls == NIC_CLASS_TUNTAP)
 		refuse(v, "tun/tap");
+	/* NCCL splits NCCL_SOCKET_IFNAME at ',' and ':': such a name cannot be
+	 * named to it, so it can never be the answer. */
+	if (strpbrk(n->name, ",:"))
+		refuse(v, "name contains '%c', which NCCL_SOCKET_IFNAME cannot express",
+		       *strpbrk(n->name, ",:"));
 	if (!n->up)
 		refuse(v, "down");
 	else if (oper_down(n))
@@ -274,6 +280,15 @@ static void judge(const struct policy *p, const struct nic_list *l, const struct
 	else
 		note(v, "class %s: %d", class_label(n->cls), cls_pts);
 
+	/* IPoIB sockets run far below the IB link rate, and NCCL reaches the IB
+	 * ports through NCCL_IB_HCA whatever the socket interface: so for
+	 * sockets an Ethernet NIC of known speed is preferred over IPoIB. */
+	if (n->cls == NIC_CLASS_IPOIB && speed > 0) {
+		note(v, "IPoIB: link rate not counted for sockets");
+		speed = -1;
+	}
+	v->socket_mbps = speed > 0 ? speed : -1;
+
 	long speed_pts = 0;
 	if (speed > 0) {
 		char s[32];
@@ -285,7 +300,7 @@ static void judge(const struct policy *p, const struct nic_list *l, const struct
 	}
 
 	long rdma_pts = 0;
-	for (size_t i = 0; i < n->n_rdma; i++) {
+	for (size_t i = 0; n->cls != NIC_CLASS_IPOIB && i < n->n_rdma; i++) {
 		if (n->rdma[i].active) {
 			rdma_pts = PTS_RDMA_ACTIVE;
 			note(v, "RDMA %s port %d ACTIVE: %d", n->rdma[i].hca, n->rdma[i].port,

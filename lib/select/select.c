@@ -1,0 +1,240 @@
+#include "select/select.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "outputs/outputs.h"
+
+int select_gather(const struct select_opts *o, struct select_result *r, np_error *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->chosen = -1;
+	int ret;
+	if (o->snapshot)
+		ret = nic_snapshot_load(o->snapshot, &r->nics, err);
+	else
+		ret = nic_discover(&o->src, &r->nics, err);
+	if (ret < 0)
+		return ret;
+	return policy_rank(&o->policy, &r->nics, &r->ranking, err);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* RDMA for NCCL: RoCE ports on the chosen interface itself (with the RoCE v2
+ * GID of its IPv4 address); otherwise every ACTIVE InfiniBand port of the
+ * node, since IB is a fabric of its own and needs no socket interface. */
+static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char *hca,
+			size_t hca_len, int *gid_index)
+{
+	const char *ports[64];
+	char buf[64][NIC_HCA_MAX + 8];
+	size_t n = 0;
+
+	hca[0] = '\0';
+	*gid_index = -1;
+	for (size_t i = 0; i < chosen->n_rdma && n < 64; i++) {
+		const struct nic_rdma_port *p = &chosen->rdma[i];
+		if (!p->active || strcmp(p->link_layer, "Ethernet") != 0)
+			continue;
+		snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
+		ports[n] = buf[n];
+		n++;
+		if (*gid_index < 0 && p->gid_index_v4_rocev2 >= 0)
+			*gid_index = p->gid_index_v4_rocev2;
+	}
+	if (n == 0) {
+		for (size_t j = 0; j < l->n; j++) {
+			for (size_t i = 0; i < l->v[j].n_rdma && n < 64; i++) {
+				const struct nic_rdma_port *p = &l->v[j].rdma[i];
+				if (!p->active || strcmp(p->link_layer, "InfiniBand") != 0)
+					continue;
+				snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
+				ports[n] = buf[n];
+				n++;
+			}
+		}
+	}
+	if (n == 0)
+		return;
+	qsort(ports, n, sizeof(ports[0]), cmp_str);
+	size_t off = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0 && strcmp(ports[i], ports[i - 1]) == 0)
+			continue;
+		int w = snprintf(hca + off, hca_len - off, "%s%s", off ? "," : "", ports[i]);
+		if (w < 0 || (size_t)w >= hca_len - off)
+			break;
+		off += (size_t)w;
+	}
+}
+
+json_t *select_discover_json(const struct nic_list *l, const struct policy_ranking *rk)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < l->n; i++) {
+		json_t *o = nic_to_json(&l->v[i]);
+		if (rk && i < rk->n)
+			policy_verdict_to_json(&rk->v[i], &l->v[i], o);
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+static json_t *env_to_json(const struct outputs_env *env)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; i < env->n; i++)
+		json_object_set_new(o, env->vars[i].key, json_string(env->vars[i].value));
+	return o;
+}
+
+static json_t *agreement_json(const struct exchange_result *x)
+{
+	json_t *a = json_pack("{s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "gatherer",
+			      x->leader, "network", x->network, "pods", (json_int_t)x->n_pods, "round",
+			      x->epoch, "probed_pod", x->next_pod, "probed_address", x->next_addr,
+			      "probe", x->probe_detail, "api", "requests", (json_int_t)x->stats.requests,
+			      "retries", (json_int_t)x->stats.retries, "bytes_sent",
+			      (json_int_t)x->stats.bytes_sent, "bytes_received",
+			      (json_int_t)x->stats.bytes_received);
+	if (a && x->decision)
+		json_object_set(a, "decision", x->decision);
+	return a;
+}
+
+static json_t *build_decision(const struct select_opts *o, const struct select_result *r,
+			      const struct outputs_choice *c, const struct outputs_env *env)
+{
+	const struct nic *n = &r->nics.v[r->chosen];
+	const struct policy_verdict *v = &r->ranking.v[r->chosen];
+	char host[256] = "";
+	gethostname(host, sizeof(host) - 1);
+
+	json_t *choice = json_pack("{s:s, s:[s], s:s?, s:s, s:s, s:I, s:I}", "interface", n->name,
+				   "interfaces", n->name, "address",
+				   v->addr >= 0 ? n->addrs[v->addr].text : NULL, "family",
+				   c->family == AF_INET6 ? "inet6" : "inet", "class",
+				   nic_class_name(n->cls), "effective_speed_mbps",
+				   (json_int_t)n->eff_speed_mbps, "score", (json_int_t)v->score);
+	if (c->ib_hca)
+		json_object_set_new(choice, "ib_hca", json_string(c->ib_hca));
+	if (c->gid_index >= 0)
+		json_object_set_new(choice, "ib_gid_index", json_integer(c->gid_index));
+
+	json_t *smoke = json_pack("{s:s, s:s}", "status", "skipped", "reason",
+				  strcmp(o->smoke_mode, "off") == 0
+					  ? "--smoke off"
+					  : "the smoke all-reduce is not part of this build");
+	return json_pack("{s:i, s:{s:s, s:s}, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "version", 1,
+			 "nicpick", "version", NICPICK_VERSION, "rev", NICPICK_GITREV, "node", host,
+			 "peers", o->peers_k8s ? "k8s" : "none", "source",
+			 o->snapshot ? "snapshot" : (o->src.sysfs_root || o->src.netlink_json) ? "replay" : "node",
+			 "policy", policy_to_json(&o->policy), "choice", choice, "env", env_to_json(env),
+			 "candidates", select_discover_json(&r->nics, &r->ranking), "smoke", smoke);
+}
+
+/* Agree with the job's other pods; r->chosen becomes this pod's interface on
+ * the agreed network. */
+static int agree(const struct select_opts *o, struct select_result *r, np_error *err)
+{
+	struct k8s_config cfg = { 0 };
+	if (k8s_config_load(&cfg, &o->k8s, err) < 0) {
+		k8s_config_free(&cfg);
+		return -1;
+	}
+	struct exchange_opts xo = o->ex;
+	xo.k8s = &cfg;
+	int ret = exchange_run(&xo, &r->nics, &r->ranking, &r->ex, err);
+	r->agreed = ret == 0;
+	if (ret < 0 && r->ex.pod) {
+		/* Say on the pod why it failed; the exit code says the rest. */
+		np_error perr = { 0 };
+		exchange_publish_result(&xo, &r->ex, false, err->msg, &perr);
+	}
+	k8s_config_free(&cfg);
+	if (ret < 0)
+		return -1;
+	const struct nic *n = nic_list_find_name(&r->nics, r->ex.ifname);
+	if (!n)
+		return np_error_set(err, NP_EK8S, 0, "the agreed interface %s is not on this node",
+				    r->ex.ifname);
+	r->chosen = (int)(n - r->nics.v);
+	if (!r->ranking.v[r->chosen].usable)
+		return np_error_set(err, NP_EK8S, 0, "the agreed interface %s is not usable here",
+				    r->ex.ifname);
+	return 0;
+}
+
+int select_run(const struct select_opts *o, struct select_result *r, np_error *err)
+{
+	if (select_gather(o, r, err) < 0)
+		return -1;
+	if (r->ranking.n_usable == 0)
+		return np_error_set(err, NP_ENOIFACE, 0,
+				    "no usable network interface among %zu; widen --include/--exclude/"
+				    "--cidr/--family/--min-speed or check the links",
+				    r->nics.n);
+
+	if (o->peers_k8s) {
+		if (agree(o, r, err) < 0)
+			return -1;
+	} else {
+		r->chosen = (int)r->ranking.order[0];
+	}
+	const struct nic *n = &r->nics.v[r->chosen];
+	const struct policy_verdict *v = &r->ranking.v[r->chosen];
+
+	char hca[512];
+	struct outputs_choice c = { .n_ifaces = 1, .family = v->family, .gid_index = -1 };
+	c.ifaces[0] = n->name;
+	choose_rdma(&r->nics, n, hca, sizeof(hca), &c.gid_index);
+	c.ib_hca = hca[0] ? hca : NULL;
+	if (c.family != AF_INET) /* the RoCE v2 GID found carries the IPv4 address */
+		c.gid_index = -1;
+
+	struct outputs_env env;
+	if (outputs_env_from_choice(&c, &env, err) < 0)
+		return -1;
+
+	r->decision = build_decision(o, r, &c, &env);
+	if (!r->decision)
+		return np_error_set(err, NP_EINTERNAL, 0, "cannot build decision.json");
+	if (r->agreed)
+		json_object_set_new(r->decision, "agreement", agreement_json(&r->ex));
+	if (o->out_dir && outputs_write(o->out_dir, &env, r->decision, err) < 0)
+		return -1;
+	if (r->agreed) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), "NCCL uses %s (%s) on %s, agreed by %zu pods%s", n->name,
+			 r->ex.addr, r->ex.network, r->ex.n_pods,
+			 r->ex.next_pod[0] ? " and probed around the ring" : "");
+		np_error perr = { 0 };
+		struct exchange_opts xo = o->ex;
+		struct k8s_config cfg = { 0 };
+		/* The outputs are written; a failure to report it is only a warning. */
+		if (k8s_config_load(&cfg, &o->k8s, &perr) == 0) {
+			xo.k8s = &cfg;
+			if (exchange_publish_result(&xo, &r->ex, true, msg, &perr) < 0 && xo.log)
+				xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
+		}
+		k8s_config_free(&cfg);
+	}
+	return 0;
+}
+
+void select_result_free(struct select_result *r)
+{
+	policy_ranking_free(&r->ranking);
+	nic_list_free(&r->nics);
+	json_decref(r->decision);
+	r->decision = NULL;
+	exchange_result_free(&r->ex);
+}
