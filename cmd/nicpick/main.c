@@ -327,8 +327,14 @@ static int cmd_discover(int argc, char **argv)
 	}
 	if (cli.json) {
 		json_t *j = select_discover_json(&r.nics, &r.ranking);
-		rc = json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0 ? NP_EINTERNAL : 0;
-		fputc('\n', stdout);
+		/* One buffer, one write: much faster than json_dumpf's many. */
+		char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+		rc = text ? 0 : NP_EINTERNAL;
+		if (text) {
+			fputs(text, stdout);
+			fputc('\n', stdout);
+		}
+		free(text);
 		json_decref(j);
 	} else {
 		char *t = select_render_table(&r.nics, &r.ranking);

@@ -233,6 +233,11 @@ static void judge(const struct policy *p, const struct nic_list *l, const struct
 		refuse(v, "tun/tap");
 	/* NCCL splits NCCL_SOCKET_IFNAME at ',' and ':': such a name cannot be
 	 * named to it, so it can never be the answer. */
+	json_t *as_json = json_string(n->name); /* NULL: not valid UTF-8 */
+	if (!as_json)
+		refuse(v, "name is not valid UTF-8: it cannot be written exactly to decision.json "
+			  "or the Kubernetes API");
+	json_decref(as_json);
 	if (strpbrk(n->name, ",:"))
 		refuse(v, "name contains '%c', which NCCL_SOCKET_IFNAME cannot express",
 		       *strpbrk(n->name, ",:"));

@@ -28,9 +28,11 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* RDMA for NCCL: RoCE ports on the chosen interface itself (with the RoCE v2
- * GID of its IPv4 address); otherwise every ACTIVE InfiniBand port of the
- * node, since IB is a fabric of its own and needs no socket interface. */
+/* RDMA for NCCL: InfiniBand is a fabric of its own that needs no socket
+ * interface, so every ACTIVE InfiniBand port of the node is listed (on a
+ * DGX-class node the IB HCAs carry the job, whichever interface carries the
+ * sockets).  Without IB, the RoCE ports of the chosen interface itself, with
+ * the RoCE v2 GID of its IPv4 address. */
 static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char *hca,
 			size_t hca_len, int *gid_index)
 {
@@ -40,27 +42,24 @@ static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char
 
 	hca[0] = '\0';
 	*gid_index = -1;
-	for (size_t i = 0; i < chosen->n_rdma && n < 64; i++) {
+	for (size_t j = 0; j < l->n; j++) {
+		for (size_t i = 0; i < l->v[j].n_rdma && n < 64; i++) {
+			const struct nic_rdma_port *p = &l->v[j].rdma[i];
+			if (!p->active || strcmp(p->link_layer, "InfiniBand") != 0)
+				continue;
+			snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
+			ports[n] = buf[n];
+			n++;
+		}
+	}
+	for (size_t i = 0; n == 0 && i < chosen->n_rdma; i++) {
 		const struct nic_rdma_port *p = &chosen->rdma[i];
 		if (!p->active || strcmp(p->link_layer, "Ethernet") != 0)
 			continue;
-		snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
-		ports[n] = buf[n];
-		n++;
-		if (*gid_index < 0 && p->gid_index_v4_rocev2 >= 0)
-			*gid_index = p->gid_index_v4_rocev2;
-	}
-	if (n == 0) {
-		for (size_t j = 0; j < l->n; j++) {
-			for (size_t i = 0; i < l->v[j].n_rdma && n < 64; i++) {
-				const struct nic_rdma_port *p = &l->v[j].rdma[i];
-				if (!p->active || strcmp(p->link_layer, "InfiniBand") != 0)
-					continue;
-				snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
-				ports[n] = buf[n];
-				n++;
-			}
-		}
+		snprintf(buf[0], sizeof(buf[0]), "%s:%d", p->hca, p->port);
+		ports[0] = buf[0];
+		n = 1;
+		*gid_index = p->gid_index_v4_rocev2;
 	}
 	if (n == 0)
 		return;
@@ -78,13 +77,9 @@ static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char
 
 json_t *select_discover_json(const struct nic_list *l, const struct policy_ranking *rk)
 {
-	json_t *arr = json_array();
-	for (size_t i = 0; i < l->n; i++) {
-		json_t *o = nic_to_json(&l->v[i]);
-		if (rk && i < rk->n)
-			policy_verdict_to_json(&rk->v[i], &l->v[i], o);
-		json_array_append_new(arr, o);
-	}
+	json_t *arr = nic_list_to_json(l);
+	for (size_t i = 0; arr && rk && i < l->n && i < rk->n; i++)
+		policy_verdict_to_json(&rk->v[i], &l->v[i], json_array_get(arr, i));
 	return arr;
 }
 

@@ -1,0 +1,58 @@
+"""Shared fixtures for the integration tests.
+
+nicpick_bin   the binary under test: env NICPICK, else build/nicpick
+nicpick       a netns.Nicpick wrapper around it (runs with a timeout)
+netns         a NetnsFactory; every namespace it makes is deleted at the end
+              of the test, pass or fail.  Skips loudly without root.
+out_dir       an empty directory for select's outputs
+"""
+import os
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import netns as netns_mod  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def nicpick_bin():
+    path = os.environ.get("NICPICK") or str(ROOT / "build" / "nicpick")
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        if os.environ.get("NICPICK"):
+            pytest.fail(f"NICPICK={path} is not an executable file")
+        pytest.skip(f"nicpick binary not found at {path}: run `make integration` "
+                    f"or set NICPICK")
+    return os.path.abspath(path)
+
+
+@pytest.fixture(scope="session")
+def nicpick(nicpick_bin):
+    return netns_mod.Nicpick(nicpick_bin)
+
+
+@pytest.fixture(scope="session")
+def _netns_available():
+    reason = netns_mod.netns_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def netns(_netns_available):
+    f = netns_mod.NetnsFactory()
+    try:
+        yield f
+    finally:
+        f.cleanup()
+
+
+@pytest.fixture
+def out_dir(tmp_path):
+    d = tmp_path / "out"
+    d.mkdir()
+    return d
