@@ -7,7 +7,7 @@ PYTHON   ?= /usr/bin/python3
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GITREV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-PKGS     := libnl-3.0 libnl-route-3.0 libcurl jansson
+PKGS     := libnl-3.0 libnl-route-3.0 libnl-genl-3.0 libcurl jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -328,7 +328,7 @@ static int cmd_discover(int argc, char **argv)
 	if (cli.json) {
 		json_t *j = select_discover_json(&r.nics, &r.ranking);
 		/* One buffer, one write: much faster than json_dumpf's many. */
-		char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+		char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 		rc = text ? 0 : NP_EINTERNAL;
 		if (text) {
 			fputs(text, stdout);

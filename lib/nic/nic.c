@@ -376,6 +376,10 @@ int nic_discover(const struct nic_source *src, struct nic_list *out, np_error *e
 	rc = nicp_index_build(&ix, &l, err);
 	if (rc < 0)
 		goto fail;
+	/* On the live node one ethtool dump replaces a thousand `speed` files;
+	 * if it is not available, sysfs is read as for a fixture tree. */
+	if (!(src && (src->sysfs_root || src->netlink_json)))
+		(void)nicp_ethtool_speeds(&l, &ix, fx);
 	rc = nicp_sysfs_read(root, &l, fx, err);
 	if (rc < 0)
 		goto fail;

@@ -15,6 +15,7 @@ struct nicp_facts {
 	bool has_bridge;   /* sysfs bridge/ */
 	bool has_tun_flags; /* sysfs tun_flags */
 	bool link_other_ns; /* netlink IFLA_LINK refers to another namespace */
+	bool speed_known;   /* speed_mbps came from ethtool: skip sysfs `speed` */
 	char *devpath;     /* `device` target, normalised, relative to the
 			    * sysfs root ("devices/pci0000:00/0000:00:03.0");
 			    * NULL when there is no device link */
@@ -48,6 +49,9 @@ int nicp_netlink_read(struct nic_list *out, struct nicp_facts **fx, np_error *er
 int nicp_json_read(const char *path, struct nic_list *out, struct nicp_facts **fx,
 		   np_error *err);
 
+/* Speeds of all interfaces from one ethtool netlink dump; -1 when ethtool
+ * netlink is not available (then sysfs is read instead). */
+int nicp_ethtool_speeds(struct nic_list *l, const struct nicp_index *ix, struct nicp_facts *fx);
 /* sysfs facts for every interface (speed, device, DEVTYPE, ...). */
 int nicp_sysfs_read(const char *root, struct nic_list *l, struct nicp_facts *fx,
 		    np_error *err);

@@ -262,7 +262,9 @@ static int sysfs_one(int rootfd, int netfd, struct nic *n, struct nicp_facts *f,
 	/* Speed is read for every kind: vlan, macvlan, ipvlan and bond pass
 	 * their lower devices' through, and veth's constant is what users
 	 * see in sysfs too. */
-	if (if_read(&c, "speed", buf, sizeof(buf)) >= 0)
+	if (f->speed_known)
+		; /* from the ethtool dump of the live node */
+	else if (if_read(&c, "speed", buf, sizeof(buf)) >= 0)
 		n->speed_mbps = parse_speed(buf);
 	else if (errno == ENOENT && !if_exists(&c, "."))
 		return 0; /* not in this sysfs: every fact stays unknown */
