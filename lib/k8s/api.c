@@ -1,0 +1,125 @@
+/* Paths and the typed calls: get, merge patch, create, list, Job. */
+#include "k8s/k8s_priv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+static char *escape(const char *s)
+{
+	/* Since curl 7.82 the handle argument is unused. */
+	if (k8s_curl_load(NULL) < 0)
+		return NULL;
+	return curl_easy_escape(NULL, s, 0);
+}
+
+char *k8s_object_path(const char *prefix, const char *ns, const char *resource,
+		      const char *name)
+{
+	char *ens = ns ? escape(ns) : NULL;
+	char *ename = name ? escape(name) : NULL;
+	char *path = NULL;
+	if ((!ns || ens) && (!name || ename)) {
+		if (asprintf(&path, "%s%s%s/%s%s%s", prefix, ns ? "/namespaces/" : "",
+			     ns ? ens : "", resource, name ? "/" : "", name ? ename : "") < 0)
+			path = NULL;
+	}
+	curl_free(ens);
+	curl_free(ename);
+	return path;
+}
+
+int k8s_query_add(char **path, const char *key, const char *value)
+{
+	char *ev = escape(value);
+	if (!ev)
+		return -1;
+	char *np = NULL;
+	int n = asprintf(&np, "%s%c%s=%s", *path, strchr(*path, '?') ? '&' : '?', key, ev);
+	curl_free(ev);
+	if (n < 0)
+		return -1;
+	free(*path);
+	*path = np;
+	return 0;
+}
+
+int k8s_get(struct k8s_client *c, const char *path, json_t **out, np_error *err)
+{
+	return k8s_request(c, "GET", path, NULL, NULL, out, err);
+}
+
+int k8s_patch_merge(struct k8s_client *c, const char *path, const json_t *patch,
+		    json_t **out, np_error *err)
+{
+	return k8s_request(c, "PATCH", path, patch, "application/merge-patch+json", out, err);
+}
+
+int k8s_create(struct k8s_client *c, const char *path, const json_t *obj, json_t **out,
+	       np_error *err)
+{
+	return k8s_request(c, "POST", path, obj, "application/json", out, err);
+}
+
+static int nomem(np_error *err)
+{
+	return np_error_set(err, NP_EINTERNAL, ENOMEM, "building request path");
+}
+
+int k8s_get_pod(struct k8s_client *c, const char *ns, const char *name, json_t **pod,
+		np_error *err)
+{
+	cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", name);
+	if (!path)
+		return nomem(err);
+	return k8s_get(c, path, pod, err);
+}
+
+int k8s_patch_pod(struct k8s_client *c, const char *ns, const char *name,
+		  const json_t *patch, json_t **pod, np_error *err)
+{
+	cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", name);
+	if (!path)
+		return nomem(err);
+	return k8s_patch_merge(c, path, patch, pod, err);
+}
+
+int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_selector,
+		  const char *field_selector, json_t **list, np_error *err)
+{
+	cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", NULL);
+	if (!path || (label_selector && *label_selector &&
+		      k8s_query_add(&path, "labelSelector", label_selector) < 0) ||
+	    (field_selector && *field_selector &&
+	     k8s_query_add(&path, "fieldSelector", field_selector) < 0))
+		return nomem(err);
+	if (k8s_get(c, path, list, err) < 0)
+		return -1;
+	if (!json_is_array(json_object_get(*list, "items"))) {
+		json_decref(*list);
+		*list = NULL;
+		return np_error_set(err, NP_EK8S, 0, "GET %s: response is not a list", path);
+	}
+	return 0;
+}
+
+int k8s_get_job(struct k8s_client *c, const char *ns, const char *name, json_t **job,
+		np_error *err)
+{
+	cleanup_free char *path = k8s_object_path("/apis/batch/v1", ns, "jobs", name);
+	if (!path)
+		return nomem(err);
+	return k8s_get(c, path, job, err);
+}
+
+int k8s_job_completions(const json_t *job)
+{
+	json_t *v = json_object_get(json_object_get(job, "spec"), "completions");
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > 1000000)
+		return -1;
+	return (int)json_integer_value(v);
+}

@@ -1,0 +1,248 @@
+/* In-cluster configuration and the service-account token. */
+#include "k8s/k8s_priv.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+#define K8S_SMALL_FILE_MAX (64 * 1024)
+
+char *k8s_server_url(const char *host, const char *port)
+{
+	char *url = NULL;
+	if (!host || !*host)
+		return NULL;
+	if (!port || !*port)
+		port = "443";
+	/* An IPv6 literal needs brackets in a URL; the service host is bare. */
+	bool v6 = strchr(host, ':') && host[0] != '[';
+	if (asprintf(&url, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port) < 0)
+		return NULL;
+	return url;
+}
+
+/* Read a small text file and strip surrounding whitespace. */
+static int read_trimmed(const char *path, char **out, np_error *err)
+{
+	cleanup_fclose FILE *f = fopen(path, "re");
+	if (!f)
+		return np_error_set(err, NP_EK8S, errno, "cannot read %s", path);
+	char *buf = malloc(K8S_SMALL_FILE_MAX + 1);
+	if (!buf)
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "reading %s", path);
+	size_t n = fread(buf, 1, K8S_SMALL_FILE_MAX + 1, f);
+	if (ferror(f)) {
+		free(buf);
+		return np_error_set(err, NP_EK8S, EIO, "cannot read %s", path);
+	}
+	if (n > K8S_SMALL_FILE_MAX) {
+		free(buf);
+		return np_error_set(err, NP_EK8S, 0, "%s is larger than %d bytes", path,
+				    K8S_SMALL_FILE_MAX);
+	}
+	buf[n] = '\0';
+	while (n > 0 && isspace((unsigned char)buf[n - 1]))
+		buf[--n] = '\0';
+	size_t start = 0;
+	while (start < n && isspace((unsigned char)buf[start]))
+		start++;
+	memmove(buf, buf + start, n - start + 1);
+	*out = buf;
+	return 0;
+}
+
+static int dup_into(char **dst, const char *src, np_error *err)
+{
+	*dst = strdup(src);
+	if (!*dst)
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "k8s config");
+	return 0;
+}
+
+static const char *env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+static int load_server(struct k8s_config *cfg, const struct k8s_config_overrides *ov,
+		       np_error *err)
+{
+	if (ov->api_server && *ov->api_server) {
+		const char *s = ov->api_server;
+		bool has_scheme = !strncmp(s, "https://", 8) || !strncmp(s, "http://", 7);
+		if (asprintf(&cfg->server, "%s%s", has_scheme ? "" : "https://", s) < 0) {
+			cfg->server = NULL;
+			return np_error_set(err, NP_EINTERNAL, ENOMEM, "k8s config");
+		}
+		size_t len = strlen(cfg->server);
+		while (len > 0 && cfg->server[len - 1] == '/')
+			cfg->server[--len] = '\0';
+		return 0;
+	}
+	const char *host = env_nonempty("KUBERNETES_SERVICE_HOST");
+	if (!host)
+		return np_error_set(err, NP_EK8S, 0,
+				    "not running in a pod (KUBERNETES_SERVICE_HOST is unset) "
+				    "and no --api-server given");
+	cfg->server = k8s_server_url(host, env_nonempty("KUBERNETES_SERVICE_PORT"));
+	if (!cfg->server)
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "k8s config");
+	return 0;
+}
+
+static int sa_path(char **out, const char *sa_dir, const char *file, np_error *err)
+{
+	if (asprintf(out, "%s/%s", sa_dir, file) < 0) {
+		*out = NULL;
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "k8s config");
+	}
+	return 0;
+}
+
+static int load_files(struct k8s_config *cfg, const struct k8s_config_overrides *ov,
+		      const char *sa_dir, np_error *err)
+{
+	/* CA: required unless the lab-only insecure flag was given. */
+	if (ov->ca_file) {
+		if (dup_into(&cfg->ca_file, ov->ca_file, err) < 0)
+			return -1;
+	} else {
+		if (sa_path(&cfg->ca_file, sa_dir, "ca.crt", err) < 0)
+			return -1;
+	}
+	if (access(cfg->ca_file, R_OK) < 0) {
+		if (!cfg->insecure_skip_tls_verify)
+			return np_error_set(err, NP_EK8S, errno,
+					    "CA file %s (give --ca-file)", cfg->ca_file);
+		free(cfg->ca_file);
+		cfg->ca_file = NULL;
+	}
+
+	/* Token: an explicit file must exist; the default one may be absent
+	 * only when talking to an explicitly given server. */
+	if (ov->token_file) {
+		if (dup_into(&cfg->token_file, ov->token_file, err) < 0)
+			return -1;
+		if (access(cfg->token_file, R_OK) < 0)
+			return np_error_set(err, NP_EK8S, errno, "token file %s",
+					    cfg->token_file);
+	} else {
+		if (sa_path(&cfg->token_file, sa_dir, "token", err) < 0)
+			return -1;
+		if (access(cfg->token_file, R_OK) < 0) {
+			if (!ov->api_server)
+				return np_error_set(err, NP_EK8S, errno,
+						    "service-account token %s (is "
+						    "automountServiceAccountToken off?)",
+						    cfg->token_file);
+			free(cfg->token_file);
+			cfg->token_file = NULL;
+		}
+	}
+	return 0;
+}
+
+static int load_identity(struct k8s_config *cfg, const struct k8s_config_overrides *ov,
+			 const char *sa_dir, np_error *err)
+{
+	const char *ns = ov->namespace ? ov->namespace : env_nonempty("POD_NAMESPACE");
+	if (ns) {
+		if (dup_into(&cfg->namespace, ns, err) < 0)
+			return -1;
+	} else {
+		cleanup_free char *path = NULL;
+		if (sa_path(&path, sa_dir, "namespace", err) < 0)
+			return -1;
+		np_error ignored = { 0 };
+		if (read_trimmed(path, &cfg->namespace, &ignored) < 0 || !*cfg->namespace) {
+			free(cfg->namespace);
+			cfg->namespace = NULL;
+			return np_error_set(err, NP_EK8S, 0,
+					    "namespace unknown: set POD_NAMESPACE (downward API) "
+					    "or give --namespace");
+		}
+	}
+	const char *pod = ov->pod_name ? ov->pod_name : env_nonempty("POD_NAME");
+	if (pod && dup_into(&cfg->pod_name, pod, err) < 0)
+		return -1;
+	return 0;
+}
+
+int k8s_config_load(struct k8s_config *cfg, const struct k8s_config_overrides *ov,
+		    np_error *err)
+{
+	static const struct k8s_config_overrides none;
+	memset(cfg, 0, sizeof(*cfg));
+	if (!ov)
+		ov = &none;
+	const char *sa_dir = ov->sa_dir ? ov->sa_dir : K8S_SA_DIR;
+	cfg->insecure_skip_tls_verify = ov->insecure_skip_tls_verify;
+
+	if (load_server(cfg, ov, err) < 0 || load_files(cfg, ov, sa_dir, err) < 0 ||
+	    load_identity(cfg, ov, sa_dir, err) < 0)
+		return np_error_wrap(err, "kubernetes config");
+	return 0;
+}
+
+void k8s_config_free(struct k8s_config *cfg)
+{
+	if (!cfg)
+		return;
+	free(cfg->server);
+	free(cfg->ca_file);
+	free(cfg->token_file);
+	free(cfg->namespace);
+	free(cfg->pod_name);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src)
+{
+	dst->server = dup_or_null(src->server);
+	dst->ca_file = dup_or_null(src->ca_file);
+	dst->token_file = dup_or_null(src->token_file);
+	dst->namespace = dup_or_null(src->namespace);
+	dst->pod_name = dup_or_null(src->pod_name);
+	dst->insecure_skip_tls_verify = src->insecure_skip_tls_verify;
+}
+
+int k8s_token_refresh(struct k8s_client *c, bool force, np_error *err)
+{
+	if (!c->cfg.token_file)
+		return 0;
+	struct stat st;
+	/* stat() follows the projected volume's ..data symlink, so a rotation
+	 * shows up as a new inode even when mtime and size look the same. */
+	if (stat(c->cfg.token_file, &st) < 0)
+		return np_error_set(err, NP_EK8S, errno, "token file %s", c->cfg.token_file);
+	if (!force && c->token && st.st_ino == c->token_ino && st.st_size == c->token_size &&
+	    st.st_mtim.tv_sec == c->token_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == c->token_mtime.tv_nsec)
+		return 0;
+	char *tok = NULL;
+	if (read_trimmed(c->cfg.token_file, &tok, err) < 0)
+		return -1;
+	if (!*tok || strpbrk(tok, "\r\n")) {
+		free(tok);
+		return np_error_set(err, NP_EK8S, 0, "token file %s is empty or malformed",
+				    c->cfg.token_file);
+	}
+	free(c->token);
+	c->token = tok;
+	c->token_ino = st.st_ino;
+	c->token_size = st.st_size;
+	c->token_mtime = st.st_mtim;
+	return 0;
+}

@@ -1,0 +1,424 @@
+/* The client: one curl easy handle (keep-alive), the deadline, one HTTP
+ * attempt (k8s_perform) and the retry loop around it (k8s_request). */
+#include "k8s/k8s_priv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+#ifndef NICPICK_VERSION
+#define NICPICK_VERSION "dev"
+#endif
+
+int64_t k8s_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int k8s_buf_append(struct k8s_buf *b, const char *p, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *d = realloc(b->data, cap);
+		if (!d)
+			return -1;
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+void k8s_buf_free(struct k8s_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+}
+
+int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err)
+{
+	*out = NULL;
+	if (!cfg->server)
+		return np_error_set(err, NP_EK8S, 0, "kubernetes client: no API server configured");
+	if (k8s_curl_load(err) < 0)
+		return -1;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return np_error_set(err, NP_EINTERNAL, 0, "curl_global_init failed");
+	struct k8s_client *c = calloc(1, sizeof(*c));
+	if (!c) {
+		curl_global_cleanup();
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
+	}
+	c->curl = curl_easy_init();
+	k8s_config_copy(&c->cfg, cfg);
+	char host[256] = "nicpick";
+	if (!cfg->pod_name)
+		gethostname(host, sizeof(host) - 1);
+	c->reporting_instance = strdup(cfg->pod_name ? cfg->pod_name : host);
+	if (!c->curl || !c->cfg.server || !c->reporting_instance ||
+	    (cfg->namespace && !c->cfg.namespace)) {
+		k8s_client_free(c);
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
+	}
+	/* The jitter only has to differ between pods, not be secret. */
+	if (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) != sizeof(c->rng))
+		c->rng = (uint32_t)k8s_mono_ms() ^ ((uint32_t)getpid() << 16);
+	if (!c->rng)
+		c->rng = 0x9e3779b9u;
+	*out = c;
+	return 0;
+}
+
+void k8s_client_free(struct k8s_client *c)
+{
+	if (!c)
+		return;
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	k8s_config_free(&c->cfg);
+	free(c->token);
+	free(c->reporting_instance);
+	free(c);
+	curl_global_cleanup();
+}
+
+void k8s_client_set_deadline(struct k8s_client *c, int64_t deadline_ms)
+{
+	c->deadline_ms = deadline_ms;
+}
+
+void k8s_client_set_timeout(struct k8s_client *c, double seconds)
+{
+	c->deadline_ms = seconds > 0 ? k8s_mono_ms() + (int64_t)(seconds * 1000.0) : 0;
+}
+
+void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st)
+{
+	*st = c->stats;
+}
+
+const struct k8s_config *k8s_client_config(const struct k8s_client *c)
+{
+	return &c->cfg;
+}
+
+int64_t k8s_remaining_ms(const struct k8s_client *c)
+{
+	if (!c->deadline_ms)
+		return INT64_MAX;
+	return c->deadline_ms - k8s_mono_ms();
+}
+
+uint32_t k8s_rand(struct k8s_client *c)
+{
+	/* xorshift32 */
+	uint32_t x = c->rng;
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	c->rng = x;
+	return x;
+}
+
+long k8s_backoff_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd)
+{
+	long ceil = base_ms;
+	for (unsigned i = 0; i < attempt && ceil < cap_ms; i++)
+		ceil *= 2;
+	if (ceil > cap_ms)
+		ceil = cap_ms;
+	if (ceil <= 0)
+		return 0;
+	return (long)(rnd % ((uint32_t)ceil + 1));
+}
+
+long k8s_retry_after_ms(curl_off_t header_s, const json_t *status)
+{
+	if (header_s > 0)
+		return header_s > 3600 ? 3600000L : (long)header_s * 1000;
+	json_t *ra = json_object_get(json_object_get(status, "details"), "retryAfterSeconds");
+	if (json_is_integer(ra) && json_integer_value(ra) > 0) {
+		json_int_t s = json_integer_value(ra);
+		return s > 3600 ? 3600000L : (long)s * 1000;
+	}
+	return -1;
+}
+
+int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
+{
+	if (ms < 0)
+		ms = 0;
+	/* Sleep to the deadline at most, and fail there: callers that slice
+	 * their work by deadlines see every timeout at the deadline itself. */
+	int64_t remaining = k8s_remaining_ms(c);
+	bool too_long = ms >= remaining;
+	if (too_long)
+		ms = remaining > 0 ? (long)remaining : 0;
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	if (too_long)
+		return np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s", what);
+	return 0;
+}
+
+bool k8s_curl_retryable(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR: /* a reset during the handshake */
+		return true;
+	default:
+		return false;
+	}
+}
+
+static size_t collect(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct k8s_buf *b = ud;
+	size_t n = size * nmemb;
+	if (b->len + n > K8S_MAX_BODY || k8s_buf_append(b, p, n) < 0)
+		return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+	return n;
+}
+
+void k8s_xfer_reset(struct k8s_xfer *x)
+{
+	k8s_buf_free(&x->resp);
+	x->cc = CURLE_OK;
+	x->http = 0;
+	x->retry_after = 0;
+	x->deadline_hit = false;
+	x->errbuf[0] = '\0';
+}
+
+static void account(struct k8s_client *c)
+{
+	long req_hdr = 0, resp_hdr = 0, conns = 0;
+	curl_off_t up = 0, down = 0;
+	curl_easy_getinfo(c->curl, CURLINFO_NUM_CONNECTS, &conns);
+	curl_easy_getinfo(c->curl, CURLINFO_REQUEST_SIZE, &req_hdr);
+	curl_easy_getinfo(c->curl, CURLINFO_HEADER_SIZE, &resp_hdr);
+	curl_easy_getinfo(c->curl, CURLINFO_SIZE_UPLOAD_T, &up);
+	curl_easy_getinfo(c->curl, CURLINFO_SIZE_DOWNLOAD_T, &down);
+	c->stats.requests++;
+	c->stats.connects += (uint64_t)conns;
+	c->stats.bytes_sent += (uint64_t)req_hdr + (uint64_t)up;
+	c->stats.bytes_received += (uint64_t)resp_hdr + (uint64_t)down;
+}
+
+int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
+{
+	int64_t remaining = k8s_remaining_ms(c);
+	if (remaining <= 0) {
+		x->deadline_hit = true;
+		return np_error_set(err, NP_EK8S, 0, "deadline exceeded before %s %s", x->method,
+				    x->path);
+	}
+	if (k8s_token_refresh(c, false, err) < 0)
+		return -1;
+
+	cleanup_free char *url = NULL;
+	cleanup_free char *auth = NULL;
+	cleanup_free char *ctype = NULL;
+	if (asprintf(&url, "%s%s", c->cfg.server, x->path) < 0) {
+		url = NULL;
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "request URL");
+	}
+	struct curl_slist *hdrs = NULL, *h;
+	h = curl_slist_append(hdrs, "Accept: application/json");
+	hdrs = h ? h : hdrs;
+	/* No "Expect: 100-continue" round trip for small bodies. */
+	h = curl_slist_append(hdrs, "Expect:");
+	hdrs = h ? h : hdrs;
+	if (c->token && asprintf(&auth, "Authorization: Bearer %s", c->token) >= 0) {
+		h = curl_slist_append(hdrs, auth);
+		hdrs = h ? h : hdrs;
+	}
+	if (x->content_type && asprintf(&ctype, "Content-Type: %s", x->content_type) >= 0) {
+		h = curl_slist_append(hdrs, ctype);
+		hdrs = h ? h : hdrs;
+	}
+	if (!hdrs || (c->token && !auth)) {
+		curl_slist_free_all(hdrs);
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "request headers");
+	}
+
+	long cap = x->cap_ms > 0 ? x->cap_ms : K8S_REQUEST_CAP_MS;
+	long timeout = remaining < cap ? (long)remaining : cap;
+	long connect = timeout < K8S_CONNECT_CAP_MS ? timeout : K8S_CONNECT_CAP_MS;
+
+	CURL *e = c->curl;
+	/* reset keeps the live connection, so keep-alive still works */
+	curl_easy_reset(e);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "nicpick/" NICPICK_VERSION);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https,http");
+	if (c->cfg.ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, c->cfg.ca_file);
+	if (c->cfg.insecure_skip_tls_verify) {
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (strcmp(x->method, "GET") != 0)
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, x->method);
+	if (x->body) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
+	}
+	if (x->write_fn) {
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, x->write_fn);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, x->write_ud);
+	} else {
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, &x->resp);
+	}
+
+	x->errbuf[0] = '\0';
+	x->cc = curl_easy_perform(e);
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->http);
+	curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &x->retry_after);
+	account(c);
+	/* The handle must not keep pointers to our freed buffers. */
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
+	curl_slist_free_all(hdrs);
+	if (x->cc == CURLE_OPERATION_TIMEDOUT && k8s_remaining_ms(c) <= 10)
+		x->deadline_hit = true;
+	if (!x->errbuf[0] && x->cc != CURLE_OK)
+		snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_easy_strerror(x->cc));
+	return 0;
+}
+
+static bool http_retryable(long http, const char *body, size_t len)
+{
+	if (http == 429 || (http >= 500 && http != 501))
+		return true;
+	if (http == 409) {
+		/* Conflict (optimistic concurrency) may pass; AlreadyExists never will. */
+		json_t *st = json_loadb(body ? body : "", len, 0, NULL);
+		const char *reason = json_string_value(json_object_get(st, "reason"));
+		bool retry = reason && !strcmp(reason, "Conflict");
+		json_decref(st);
+		return retry;
+	}
+	return false;
+}
+
+int k8s_request(struct k8s_client *c, const char *method, const char *path,
+		const json_t *body, const char *content_type, json_t **out, np_error *err)
+{
+	cleanup_free char *payload = NULL;
+	if (out)
+		*out = NULL;
+	if (body && !(payload = json_dumps(body, JSON_COMPACT)))
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "encoding %s %s", method, path);
+
+	struct k8s_xfer x = { .method = method, .path = path, .body = payload,
+			      .body_len = payload ? strlen(payload) : 0,
+			      .content_type = payload ? content_type : NULL };
+	char last[NP_ERR_MSG_MAX / 2] = "";
+	bool reauthed = false;
+	int rc = -1;
+	for (unsigned attempt = 0;; attempt++) {
+		k8s_xfer_reset(&x);
+		if (attempt > 0)
+			c->stats.retries++;
+		if (k8s_perform(c, &x, err) < 0)
+			goto fail;
+		long delay = -1;
+		if (x.cc != CURLE_OK) {
+			if (x.deadline_hit) {
+				np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s %s",
+					     method, path);
+				goto fail;
+			}
+			if (!k8s_curl_retryable(x.cc)) {
+				np_error_set(err, NP_EK8S, 0, "%s %s%s: %s", method, c->cfg.server,
+					     path, x.errbuf);
+				goto fail;
+			}
+			snprintf(last, sizeof(last), "%s", x.errbuf);
+		} else if (x.http >= 200 && x.http < 300) {
+			if (out) {
+				json_error_t jerr;
+				*out = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len, 0,
+						  &jerr);
+				if (!*out) {
+					np_error_set(err, NP_EK8S, 0,
+						     "%s %s: invalid JSON in response: %s", method,
+						     path, jerr.text);
+					goto fail;
+				}
+			}
+			rc = 0;
+			goto done;
+		} else if (x.http == 401 && !reauthed && c->cfg.token_file) {
+			/* Bound tokens rotate: re-read the file once and try again. */
+			reauthed = true;
+			if (k8s_token_refresh(c, true, err) < 0)
+				goto fail;
+			continue;
+		} else if (http_retryable(x.http, x.resp.data, x.resp.len)) {
+			np_error tmp = { 0 };
+			k8s_status_error(&tmp, method, path, x.http, x.resp.data, x.resp.len,
+					 c->cfg.token_file);
+			snprintf(last, sizeof(last), "%.400s", tmp.msg);
+			json_t *st = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len, 0,
+						NULL);
+			delay = k8s_retry_after_ms(x.retry_after, st);
+			json_decref(st);
+		} else {
+			k8s_status_error(err, method, path, x.http, x.resp.data, x.resp.len,
+					 c->cfg.token_file);
+			goto fail;
+		}
+		if (c->deadline_ms == 0 && attempt + 1 >= K8S_MAX_ATTEMPTS_NO_DEADLINE) {
+			np_error_set(err, NP_EK8S, 0, "%s %s: giving up after %u attempts: %s",
+				     method, path, attempt + 1, last);
+			goto fail;
+		}
+		if (delay < 0)
+			delay = k8s_backoff_ms(attempt, K8S_BACKOFF_BASE_MS, K8S_BACKOFF_CAP_MS,
+					       k8s_rand(c));
+		char what[NP_ERR_MSG_MAX];
+		snprintf(what, sizeof(what), "waiting %ld ms to retry %s %s (last error: %s)",
+			 delay, method, path, last);
+		if (k8s_wait(c, delay, what, err) < 0)
+			goto fail;
+	}
+fail:
+	if (last[0] && err && !strstr(err->msg, "last error")) {
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n, " (last error: %s)", last);
+	}
+done:
+	k8s_buf_free(&x.resp);
+	return rc;
+}

@@ -1,0 +1,126 @@
+/* A minimal Kubernetes API client: in-cluster config, get / list / merge
+ * patch / watch of pods, Jobs, and core/v1 Events.  libcurl + jansson.
+ *
+ * Every call is bounded by the client's one deadline; retries (429 with
+ * Retry-After, 5xx, dropped connections, timeouts) happen inside the calls.
+ * Errors carry status NP_EK8S and the API server's Status reason and message. */
+#ifndef NP_K8S_H
+#define NP_K8S_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "util/err.h"
+
+#define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+struct k8s_config {
+	char *server;     /* "https://host:port", no trailing slash */
+	char *ca_file;    /* NULL only with insecure_skip_tls_verify */
+	char *token_file; /* NULL: send no Authorization header */
+	char *namespace;  /* the pod's namespace (always set after load) */
+	char *pod_name;   /* NULL when unknown */
+	bool insecure_skip_tls_verify;
+};
+
+/* Command-line overrides; NULL / false fields fall back to the pod's
+ * environment.  sa_dir replaces K8S_SA_DIR (tests, offline replay). */
+struct k8s_config_overrides {
+	const char *api_server;
+	const char *ca_file;
+	const char *token_file;
+	const char *namespace;
+	const char *pod_name;
+	const char *sa_dir;
+	bool insecure_skip_tls_verify;
+};
+
+/* Fill *cfg from overrides, then KUBERNETES_SERVICE_HOST/PORT, POD_NAME,
+ * POD_NAMESPACE and the service-account directory.  Free with
+ * k8s_config_free() (also after a failure). */
+int k8s_config_load(struct k8s_config *cfg, const struct k8s_config_overrides *ov,
+		    np_error *err);
+void k8s_config_free(struct k8s_config *cfg);
+
+struct k8s_client;
+
+struct k8s_stats {
+	uint64_t requests;       /* HTTP requests sent, retries included */
+	uint64_t retries;        /* of which were retries */
+	uint64_t bytes_sent;     /* request headers + bodies */
+	uint64_t bytes_received; /* response headers + bodies */
+	uint64_t connects;       /* new connections (keep-alive reuses one) */
+};
+
+/* The client keeps its own copy of cfg. */
+int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err);
+void k8s_client_free(struct k8s_client *c);
+
+/* Monotonic clock in milliseconds, the time base of deadlines. */
+int64_t k8s_mono_ms(void);
+/* Absolute deadline (k8s_mono_ms() base) for everything the client does;
+ * 0 means none.  k8s_client_set_timeout() sets it to now + seconds. */
+void k8s_client_set_deadline(struct k8s_client *c, int64_t deadline_ms);
+void k8s_client_set_timeout(struct k8s_client *c, double seconds);
+
+void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st);
+const struct k8s_config *k8s_client_config(const struct k8s_client *c);
+
+/* path is absolute ("/api/v1/namespaces/ns/pods/p"), query string included.
+ * *out receives the decoded JSON response (caller json_decref's it). */
+int k8s_get(struct k8s_client *c, const char *path, json_t **out, np_error *err);
+/* Content-Type application/merge-patch+json (RFC 7386).  out may be NULL. */
+int k8s_patch_merge(struct k8s_client *c, const char *path, const json_t *patch,
+		    json_t **out, np_error *err);
+/* POST a new object to a collection path.  out may be NULL. */
+int k8s_create(struct k8s_client *c, const char *path, const json_t *obj, json_t **out,
+	       np_error *err);
+
+int k8s_get_pod(struct k8s_client *c, const char *ns, const char *name, json_t **pod,
+		np_error *err);
+int k8s_patch_pod(struct k8s_client *c, const char *ns, const char *name,
+		  const json_t *patch, json_t **pod, np_error *err);
+/* Selectors may be NULL; *list is the PodList (items + metadata.resourceVersion). */
+int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_selector,
+		  const char *field_selector, json_t **list, np_error *err);
+/* batch/v1 Job; k8s_job_completions() is spec.completions or -1 when unset. */
+int k8s_get_job(struct k8s_client *c, const char *ns, const char *name, json_t **job,
+		np_error *err);
+int k8s_job_completions(const json_t *job);
+
+/* What a watch callback receives.  RELIST carries a whole PodList: the
+ * consumer must REPLACE its view with list.items (objects may have been
+ * deleted while the watch was gone).  It comes first when the watch starts
+ * without a resourceVersion, and again after 410 Gone/Expired. */
+enum k8s_watch_type {
+	K8S_WATCH_ADDED,
+	K8S_WATCH_MODIFIED,
+	K8S_WATCH_DELETED,
+	K8S_WATCH_BOOKMARK, /* object has only metadata.resourceVersion */
+	K8S_WATCH_RELIST,
+};
+
+const char *k8s_watch_type_name(enum k8s_watch_type type);
+
+/* Return 0 to continue, 1 to stop the watch (k8s_watch_pods returns 0),
+ * negative on error (k8s_watch_pods returns it; set err via ud if wanted,
+ * otherwise a generic message is used).  object is borrowed. */
+typedef int (*k8s_watch_cb)(enum k8s_watch_type type, json_t *object, void *ud);
+
+/* Watch pods until the callback stops it, an error, or the deadline.
+ * resource_version NULL or "": list first (RELIST), then watch from there.
+ * Bookmarks are requested; reconnects resume from the latest resourceVersion
+ * seen (bookmarks included), with backoff after failures. */
+int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selector,
+		   const char *field_selector, const char *resource_version, k8s_watch_cb cb,
+		   void *ud, np_error *err);
+
+/* core/v1 Event about a pod (involvedObject from the pod's metadata).
+ * type is "Normal" or "Warning"; message is truncated to 1024 bytes. */
+int k8s_create_event(struct k8s_client *c, const char *ns, const json_t *pod,
+		     const char *reason, const char *message, const char *type,
+		     np_error *err);
+
+#endif

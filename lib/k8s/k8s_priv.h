@@ -1,0 +1,167 @@
+/* Internals of lib/k8s shared between its files and its unit tests.
+ * Nothing outside lib/k8s and tests/unit/test_k8s_*.c includes this. */
+#ifndef NP_K8S_PRIV_H
+#define NP_K8S_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "k8s/k8s.h"
+
+/* libcurl, loaded on first use (curl.c).  The macros below route every
+ * curl call in lib/k8s through the table. */
+struct k8s_curl_api {
+	bool loaded;
+	__typeof__(&curl_global_init) global_init;
+	__typeof__(&curl_global_cleanup) global_cleanup;
+	__typeof__(&curl_easy_init) easy_init;
+	__typeof__(&curl_easy_cleanup) easy_cleanup;
+	__typeof__(&curl_easy_reset) easy_reset;
+	__typeof__(&curl_easy_perform) easy_perform;
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	__typeof__(&curl_easy_strerror) easy_strerror;
+	__typeof__(&curl_easy_escape) easy_escape;
+	__typeof__(&curl_free) free;
+	__typeof__(&curl_slist_append) slist_append;
+	__typeof__(&curl_slist_free_all) slist_free_all;
+};
+extern struct k8s_curl_api k8s_curl;
+/* Load libcurl once; every entry point that uses curl calls this first. */
+int k8s_curl_load(np_error *err);
+
+#ifndef K8S_CURL_DIRECT
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_global_init(...) k8s_curl.global_init(__VA_ARGS__)
+#define curl_global_cleanup(...) k8s_curl.global_cleanup(__VA_ARGS__)
+#define curl_easy_init(...) k8s_curl.easy_init(__VA_ARGS__)
+#define curl_easy_cleanup(...) k8s_curl.easy_cleanup(__VA_ARGS__)
+#define curl_easy_reset(...) k8s_curl.easy_reset(__VA_ARGS__)
+#define curl_easy_perform(...) k8s_curl.easy_perform(__VA_ARGS__)
+#define curl_easy_setopt(...) k8s_curl.easy_setopt(__VA_ARGS__)
+#define curl_easy_getinfo(...) k8s_curl.easy_getinfo(__VA_ARGS__)
+#define curl_easy_strerror(...) k8s_curl.easy_strerror(__VA_ARGS__)
+#define curl_easy_escape(...) k8s_curl.easy_escape(__VA_ARGS__)
+#define curl_free(...) k8s_curl.free(__VA_ARGS__)
+#define curl_slist_append(...) k8s_curl.slist_append(__VA_ARGS__)
+#define curl_slist_free_all(...) k8s_curl.slist_free_all(__VA_ARGS__)
+#endif
+
+#define K8S_BACKOFF_BASE_MS 100
+#define K8S_BACKOFF_CAP_MS 2000
+#define K8S_REQUEST_CAP_MS 30000 /* one non-watch request */
+#define K8S_CONNECT_CAP_MS 10000
+#define K8S_WATCH_CAP_S 300      /* timeoutSeconds of one watch request */
+#define K8S_MAX_ATTEMPTS_NO_DEADLINE 8
+#define K8S_MAX_BODY (64u << 20) /* a response larger than this is refused */
+
+/* A growable byte buffer, always NUL-terminated when data != NULL. */
+struct k8s_buf {
+	char *data;
+	size_t len, cap;
+};
+int k8s_buf_append(struct k8s_buf *b, const char *p, size_t n);
+void k8s_buf_free(struct k8s_buf *b);
+
+struct k8s_client {
+	CURL *curl;
+	struct k8s_config cfg;
+	int64_t deadline_ms; /* 0: none */
+	uint32_t rng;
+	struct k8s_stats stats;
+	/* the token as last read, and what the file looked like then */
+	char *token;
+	struct timespec token_mtime;
+	ino_t token_ino;
+	off_t token_size;
+	char *reporting_instance; /* Events: who reports */
+};
+
+/* One HTTP attempt.  With write_fn NULL the body is collected into resp. */
+struct k8s_xfer {
+	const char *method;
+	const char *path;
+	const char *body;
+	size_t body_len;
+	const char *content_type;
+	long cap_ms; /* per-request timeout cap; 0: K8S_REQUEST_CAP_MS */
+	size_t (*write_fn)(char *p, size_t size, size_t nmemb, void *ud);
+	void *write_ud;
+	/* results */
+	CURLcode cc;
+	long http;
+	curl_off_t retry_after; /* seconds from the Retry-After header, 0 if none */
+	bool deadline_hit;
+	char errbuf[CURL_ERROR_SIZE];
+	struct k8s_buf resp;
+};
+
+/* config.c */
+char *k8s_server_url(const char *host, const char *port);
+/* Re-read the token file when forced or when its mtime/inode/size changed. */
+int k8s_token_refresh(struct k8s_client *c, bool force, np_error *err);
+void k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src);
+
+/* http.c */
+int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err);
+void k8s_xfer_reset(struct k8s_xfer *x);
+int64_t k8s_remaining_ms(const struct k8s_client *c); /* INT64_MAX: no deadline */
+/* Full jitter: uniform in [0, min(cap, base * 2^attempt)]. */
+long k8s_backoff_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd);
+/* Wait before a retry: Retry-After header seconds, else the Status'
+ * details.retryAfterSeconds, else -1 (use backoff). */
+long k8s_retry_after_ms(curl_off_t header_s, const json_t *status);
+/* Sleep ms; when that would end past the deadline, sleep until the deadline
+ * and fail with "deadline exceeded while WHAT". */
+int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err);
+uint32_t k8s_rand(struct k8s_client *c);
+bool k8s_curl_retryable(CURLcode cc);
+int k8s_request(struct k8s_client *c, const char *method, const char *path,
+		const json_t *body, const char *content_type, json_t **out, np_error *err);
+
+/* status.c: who needs which RBAC rule for a request */
+struct k8s_rbac {
+	char verb[24];
+	char group[64];
+	char resource[96]; /* "pods" or "pods/status" */
+	char ns[128];
+	char name[256];
+};
+int k8s_rbac_from_request(const char *method, const char *path, struct k8s_rbac *r);
+/* Turn a failed response into err (NP_EK8S): Status reason and message,
+ * the RBAC rule for 403, the token file for 401. */
+int k8s_status_error(np_error *err, const char *method, const char *path, long http,
+		     const char *body, size_t body_len, const char *token_file);
+
+/* api.c: paths.  Each piece is URL-escaped. */
+char *k8s_object_path(const char *prefix, const char *ns, const char *resource,
+		      const char *name);
+int k8s_query_add(char **path, const char *key, const char *value);
+
+/* watch.c: newline-delimited stream splitter.  The callback sees each
+ * non-empty line without its "\n" (or "\r\n"); its non-zero return stops
+ * feeding and is returned. */
+#define K8S_LINEBUF_OVERFLOW (-1001)
+#define K8S_LINEBUF_NOMEM (-1002)
+typedef int (*k8s_line_fn)(const char *line, size_t len, void *ud);
+struct k8s_linebuf {
+	struct k8s_buf pending;
+	size_t max_line;
+};
+int k8s_linebuf_feed(struct k8s_linebuf *lb, const char *data, size_t n, k8s_line_fn fn,
+		     void *ud);
+void k8s_linebuf_free(struct k8s_linebuf *lb);
+
+/* events.c: the Event body (pure, for tests).  now is the wall clock. */
+json_t *k8s_event_build(const json_t *pod, const char *ns, const char *reason,
+			const char *message, const char *type, const char *instance,
+			const struct timespec *now);
+
+#endif

@@ -1,0 +1,362 @@
+/* Watching pods: a newline-delimited JSON stream read through curl's write
+ * callback, resumed from the latest resourceVersion, re-listed after 410. */
+#include "k8s/k8s_priv.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+#define K8S_MAX_LINE (16u << 20) /* one watch event */
+
+static const char *const type_names[] = {
+	[K8S_WATCH_ADDED] = "ADDED",	   [K8S_WATCH_MODIFIED] = "MODIFIED",
+	[K8S_WATCH_DELETED] = "DELETED",   [K8S_WATCH_BOOKMARK] = "BOOKMARK",
+	[K8S_WATCH_RELIST] = "RELIST",
+};
+
+const char *k8s_watch_type_name(enum k8s_watch_type type)
+{
+	if ((unsigned)type < sizeof(type_names) / sizeof(type_names[0]))
+		return type_names[type];
+	return "?";
+}
+
+int k8s_linebuf_feed(struct k8s_linebuf *lb, const char *data, size_t n, k8s_line_fn fn,
+		     void *ud)
+{
+	size_t max = lb->max_line ? lb->max_line : K8S_MAX_LINE;
+	while (n > 0) {
+		const char *nl = memchr(data, '\n', n);
+		size_t part = nl ? (size_t)(nl - data) : n;
+		if (lb->pending.len + part > max)
+			return K8S_LINEBUF_OVERFLOW;
+		if (!nl) {
+			if (k8s_buf_append(&lb->pending, data, n) < 0)
+				return K8S_LINEBUF_NOMEM;
+			return 0;
+		}
+		const char *line = data;
+		size_t len = part;
+		/* Only a line split across chunks is copied. */
+		if (lb->pending.len) {
+			if (k8s_buf_append(&lb->pending, data, part) < 0)
+				return K8S_LINEBUF_NOMEM;
+			line = lb->pending.data;
+			len = lb->pending.len;
+		}
+		if (len && line[len - 1] == '\r')
+			len--;
+		int rc = len ? fn(line, len, ud) : 0;
+		lb->pending.len = 0;
+		data = nl + 1;
+		n -= part + 1;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void k8s_linebuf_free(struct k8s_linebuf *lb)
+{
+	k8s_buf_free(&lb->pending);
+}
+
+enum w_outcome { W_NONE, W_STOP, W_CBERR, W_RELIST, W_RETRY, W_FATAL };
+
+struct watch {
+	struct k8s_client *c;
+	k8s_watch_cb cb;
+	void *ud;
+	np_error *err;
+	const char *path; /* the current watch request */
+	char *rv;
+	struct k8s_linebuf lb;
+	struct k8s_buf errbody; /* body of a non-200 answer */
+	enum w_outcome outcome;
+	int cb_rc;
+	unsigned events; /* in the current connection */
+	char last[NP_ERR_MSG_MAX / 2];
+};
+
+static int set_rv(struct watch *w, const json_t *obj)
+{
+	const char *rv = json_string_value(
+		json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+	if (!rv || !*rv)
+		return 0;
+	char *d = strdup(rv);
+	if (!d)
+		return -1;
+	free(w->rv);
+	w->rv = d;
+	return 0;
+}
+
+static void deliver(struct watch *w, enum k8s_watch_type t, json_t *obj)
+{
+	int r = w->cb(t, obj, w->ud);
+	if (r > 0) {
+		w->outcome = W_STOP;
+	} else if (r < 0) {
+		w->outcome = W_CBERR;
+		w->cb_rc = r;
+	}
+}
+
+static void error_event(struct watch *w, json_t *status)
+{
+	json_int_t code = json_integer_value(json_object_get(status, "code"));
+	if (code == 410) {
+		/* Expired/Gone: our resourceVersion is too old; list again. */
+		w->outcome = W_RELIST;
+		return;
+	}
+	cleanup_free char *body = json_dumps(status, JSON_COMPACT);
+	np_error tmp = { 0 };
+	k8s_status_error(&tmp, "GET", w->path, (long)code, body, body ? strlen(body) : 0,
+			 w->c->cfg.token_file);
+	if (code == 429 || code >= 500 || code == 0) {
+		snprintf(w->last, sizeof(w->last), "ERROR event: %.400s", tmp.msg);
+		w->outcome = W_RETRY;
+		return;
+	}
+	if (w->err)
+		*w->err = tmp;
+	w->outcome = W_FATAL;
+}
+
+static int watch_line(const char *line, size_t len, void *ud)
+{
+	struct watch *w = ud;
+	json_error_t je;
+	json_t *ev = json_loadb(line, len, 0, &je);
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	json_t *obj = json_object_get(ev, "object");
+	if (!ev || !type || !json_is_object(obj)) {
+		np_error_set(w->err, NP_EK8S, 0, "watch %s: malformed event: %s", w->path,
+			     ev ? "no type or object" : je.text);
+		w->outcome = W_FATAL;
+	} else if (!strcmp(type, "ERROR")) {
+		error_event(w, obj);
+	} else {
+		enum k8s_watch_type t = K8S_WATCH_RELIST;
+		for (int i = K8S_WATCH_ADDED; i <= K8S_WATCH_BOOKMARK; i++)
+			if (!strcmp(type, type_names[i]))
+				t = i;
+		/* An unknown type is skipped: newer servers may add some. */
+		if (t != K8S_WATCH_RELIST) {
+			w->events++;
+			if (set_rv(w, obj) < 0) {
+				np_error_set(w->err, NP_EINTERNAL, ENOMEM, "watch");
+				w->outcome = W_FATAL;
+			} else {
+				deliver(w, t, obj);
+			}
+		}
+	}
+	json_decref(ev);
+	return w->outcome != W_NONE;
+}
+
+static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct watch *w = ud;
+	size_t n = size * nmemb;
+	long http = 0;
+	curl_easy_getinfo(w->c->curl, CURLINFO_RESPONSE_CODE, &http);
+	if (http != 200) {
+		if (w->errbody.len < 65536)
+			k8s_buf_append(&w->errbody, p, n);
+		return n;
+	}
+	int rc = k8s_linebuf_feed(&w->lb, p, n, watch_line, w);
+	if (rc == K8S_LINEBUF_OVERFLOW || rc == K8S_LINEBUF_NOMEM) {
+		np_error_set(w->err, NP_EK8S, 0, "watch %s: %s", w->path,
+			     rc == K8S_LINEBUF_NOMEM ? "out of memory" : "event too large");
+		w->outcome = W_FATAL;
+	}
+	return w->outcome == W_NONE ? n : 0;
+}
+
+static int relist(struct watch *w, const char *ns, const char *lsel, const char *fsel)
+{
+	json_t *list = NULL;
+	if (k8s_list_pods(w->c, ns, lsel, fsel, &list, w->err) < 0)
+		return np_error_wrap(w->err, "re-listing pods for the watch");
+	int rc = set_rv(w, list);
+	if (rc < 0)
+		np_error_set(w->err, NP_EINTERNAL, ENOMEM, "watch");
+	else
+		deliver(w, K8S_WATCH_RELIST, list);
+	json_decref(list);
+	return rc;
+}
+
+static char *watch_path(struct watch *w, const char *ns, const char *lsel, const char *fsel,
+			long tsec)
+{
+	char ts[32];
+	snprintf(ts, sizeof(ts), "%ld", tsec);
+	char *path = k8s_object_path("/api/v1", ns, "pods", NULL);
+	if (!path || k8s_query_add(&path, "watch", "1") < 0 ||
+	    k8s_query_add(&path, "allowWatchBookmarks", "true") < 0 ||
+	    k8s_query_add(&path, "resourceVersion", w->rv) < 0 ||
+	    k8s_query_add(&path, "timeoutSeconds", ts) < 0 ||
+	    (lsel && *lsel && k8s_query_add(&path, "labelSelector", lsel) < 0) ||
+	    (fsel && *fsel && k8s_query_add(&path, "fieldSelector", fsel) < 0)) {
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+/* What to do after one watch connection ended: <0 fail, 0 done (stopped),
+ * 1 reconnect now, 2 reconnect after *delay ms, 3 re-list. */
+static int after_connection(struct watch *w, struct k8s_xfer *x, int64_t elapsed_ms,
+			    bool *reauthed, long *delay)
+{
+	struct k8s_client *c = w->c;
+	switch (w->outcome) {
+	case W_STOP:
+		return 0;
+	case W_CBERR:
+		if (w->err && w->err->status == NP_OK)
+			np_error_set(w->err, NP_EK8S, 0, "watch callback failed (%d)", w->cb_rc);
+		return -1;
+	case W_FATAL:
+		return -1;
+	case W_RELIST:
+		return 3;
+	case W_RETRY:
+		return 2;
+	case W_NONE:
+		break;
+	}
+	if (x->deadline_hit)
+		return np_error_set(w->err, NP_EK8S, 0, "deadline exceeded while watching %s",
+				    w->path);
+	if (x->http == 200) {
+		/* The server ends every watch after timeoutSeconds: go on. */
+		if (x->cc == CURLE_OK && (w->events || elapsed_ms >= 1000))
+			return 1;
+		snprintf(w->last, sizeof(w->last), "watch stream ended: %s",
+			 x->cc == CURLE_OK ? "closed at once" : x->errbuf);
+		return 2;
+	}
+	if (x->cc != CURLE_OK) {
+		if (!k8s_curl_retryable(x->cc))
+			return np_error_set(w->err, NP_EK8S, 0, "watch %s%s: %s", c->cfg.server,
+					    w->path, x->errbuf);
+		snprintf(w->last, sizeof(w->last), "%s", x->errbuf);
+		return 2;
+	}
+	if (x->http == 410)
+		return 3;
+	if (x->http == 401 && !*reauthed && c->cfg.token_file) {
+		*reauthed = true;
+		return k8s_token_refresh(c, true, w->err) < 0 ? -1 : 1;
+	}
+	if (x->http == 429 || (x->http >= 500 && x->http != 501)) {
+		np_error tmp = { 0 };
+		k8s_status_error(&tmp, "GET", w->path, x->http, w->errbody.data, w->errbody.len,
+				 c->cfg.token_file);
+		snprintf(w->last, sizeof(w->last), "%.400s", tmp.msg);
+		json_t *st = json_loadb(w->errbody.data ? w->errbody.data : "", w->errbody.len,
+					0, NULL);
+		*delay = k8s_retry_after_ms(x->retry_after, st);
+		json_decref(st);
+		return 2;
+	}
+	return k8s_status_error(w->err, "GET", w->path, x->http, w->errbody.data,
+				w->errbody.len, c->cfg.token_file);
+}
+
+int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selector,
+		   const char *field_selector, const char *resource_version, k8s_watch_cb cb,
+		   void *ud, np_error *err)
+{
+	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err };
+	w.lb.max_line = K8S_MAX_LINE;
+	bool need_list = !resource_version || !*resource_version;
+	if (!need_list && !(w.rv = strdup(resource_version)))
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "watch");
+
+	struct k8s_xfer x = { .method = "GET", .write_fn = watch_write, .write_ud = &w };
+	unsigned failures = 0;
+	bool reauthed = false;
+	int rc = -1;
+	for (;;) {
+		if (need_list) {
+			w.outcome = W_NONE;
+			if (relist(&w, ns, label_selector, field_selector) < 0)
+				break;
+			if (w.outcome != W_NONE) {
+				rc = after_connection(&w, &x, 0, &reauthed, NULL);
+				break;
+			}
+			need_list = false;
+		}
+		int64_t remaining = k8s_remaining_ms(c);
+		if (remaining <= 0) {
+			np_error_set(err, NP_EK8S, 0, "deadline exceeded while watching pods in %s",
+				     ns);
+			break;
+		}
+		long tsec = remaining / 1000 < K8S_WATCH_CAP_S ? (long)(remaining / 1000)
+							       : K8S_WATCH_CAP_S;
+		if (tsec < 1)
+			tsec = 1;
+		cleanup_free char *path = watch_path(&w, ns, label_selector, field_selector, tsec);
+		if (!path) {
+			np_error_set(err, NP_EINTERNAL, ENOMEM, "watch path");
+			break;
+		}
+		w.path = path;
+		w.outcome = W_NONE;
+		w.events = 0;
+		w.lb.pending.len = 0; /* a line cut by a dropped connection is gone */
+		k8s_buf_free(&w.errbody);
+		k8s_xfer_reset(&x);
+		x.path = path;
+		x.cap_ms = tsec * 1000 + 5000;
+
+		int64_t start = k8s_mono_ms();
+		if (k8s_perform(c, &x, err) < 0)
+			break;
+		long delay = -1;
+		int next = after_connection(&w, &x, k8s_mono_ms() - start, &reauthed, &delay);
+		if (next <= 0) {
+			rc = next;
+			break;
+		}
+		if (w.events) {
+			failures = 0;
+			reauthed = false;
+		}
+		if (next == 3) {
+			need_list = true;
+			continue;
+		}
+		if (next == 1)
+			continue;
+		if (delay < 0)
+			delay = k8s_backoff_ms(failures, K8S_BACKOFF_BASE_MS, K8S_BACKOFF_CAP_MS,
+					       k8s_rand(c));
+		failures++;
+		c->stats.retries++;
+		char what[NP_ERR_MSG_MAX];
+		snprintf(what, sizeof(what), "waiting %ld ms to resume the watch of pods in %s "
+			 "(last error: %s)", delay, ns, w.last);
+		if (k8s_wait(c, delay, what, err) < 0)
+			break;
+	}
+	w.path = NULL;
+	k8s_buf_free(&x.resp);
+	k8s_buf_free(&w.errbody);
+	k8s_linebuf_free(&w.lb);
+	free(w.rv);
+	return rc;
+}
