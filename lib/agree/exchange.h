@@ -1,0 +1,76 @@
+/* The job-wide exchange over the Kubernetes API.
+ *
+ * Every pod publishes its report as an annotation on its own Pod object.
+ * One pod, chosen deterministically from labels (index 0 of the job), is the
+ * gatherer: it watches the job's pods, decides once every report is in, and
+ * writes each pod's part of the decision (its interface, address, and the
+ * ring neighbour to probe) onto that pod's own object.  A follower only ever
+ * reads its own Pod object, so its API traffic does not grow with the job.
+ * Pods probe their ring neighbour and publish the result; the gatherer then
+ * declares the round final, or removes the network and decides again. */
+#ifndef NP_EXCHANGE_H
+#define NP_EXCHANGE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agree/agree.h"
+#include "k8s/k8s.h"
+#include "nic/nic.h"
+#include "policy/policy.h"
+#include "util/err.h"
+
+#define EXCHANGE_ANN_REPORT "nicpick.io/report"
+#define EXCHANGE_ANN_ASSIGN "nicpick.io/assignment"
+#define EXCHANGE_ANN_PROBE "nicpick.io/probe"
+#define EXCHANGE_ANN_RESULT "nicpick.io/result"
+#define EXCHANGE_ANN_DECISION "nicpick.io/decision"
+
+enum exchange_log_level { EXCHANGE_INFO, EXCHANGE_WARN };
+
+struct exchange_opts {
+	struct k8s_config *k8s;      /* API server, credentials, namespace, pod */
+	const char *selector;        /* the job's pods; NULL: from own labels */
+	const char *leader_selector; /* the gatherer; NULL: from own labels */
+	int expect;                  /* pods in the job; 0: from the Job object */
+	int64_t deadline_ms;         /* CLOCK_MONOTONIC; nothing waits past it */
+	int probe_port;
+	long probe_throughput_bytes; /* > 0: measure to rank tied networks */
+	struct agree_options agree;  /* --family / --cidr */
+	int log_interval_ms;         /* progress lines while waiting */
+	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
+	void *log_ud;
+};
+
+/* This pod's part of the agreed network. */
+struct exchange_result {
+	bool leader;
+	int epoch;
+	size_t n_pods;
+	char network[AGREE_NET_TEXT_MAX];
+	char ifname[IFNAMSIZ];
+	char addr[AGREE_ADDR_TEXT_MAX];
+	int family;
+	char next_pod[AGREE_NAME_MAX]; /* ring neighbour probed ("" when alone) */
+	char next_addr[AGREE_ADDR_TEXT_MAX];
+	char probe_detail[256];
+	double probe_mbps;
+	json_t *decision;   /* the gatherer's full decision; NULL on followers */
+	json_t *pod;        /* this pod's object as last read */
+	struct k8s_stats stats; /* API traffic of this pod, both connections */
+};
+
+/* The label selectors that define the job and its gatherer, from the pod's
+ * own labels.  NP_EUSAGE when the pod carries none of the known labels. */
+int exchange_selectors(const json_t *pod, char **selector, char **leader_selector, np_error *err);
+
+int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
+		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
+void exchange_result_free(struct exchange_result *res);
+
+/* After the outputs are written: the result annotation and an Event. */
+int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
+			    bool ok, const char *message, np_error *err);
+
+#endif
