@@ -3,13 +3,16 @@
  * status is the exit code. */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "policy/policy.h"
 #include "probe/probe.h"
+#include "util/arena.h"
 #include "util/clock.h"
 #include <arpa/inet.h>
 #include "select/select.h"
@@ -313,6 +316,45 @@ static int parse(int argc, char **argv, bool is_select, struct cli *cli)
 	return 0;
 }
 
+/* jansson hands over many small pieces: gather them in one buffer and
+ * write it in large blocks. */
+struct outbuf {
+	size_t len;
+	bool failed;
+	char data[1 << 16];
+};
+
+static void out_flush(struct outbuf *b)
+{
+	for (size_t off = 0; off < b->len && !b->failed;) {
+		ssize_t w = write(STDOUT_FILENO, b->data + off, b->len - off);
+		if (w < 0 && errno != EINTR)
+			b->failed = true;
+		else if (w > 0)
+			off += (size_t)w;
+	}
+	b->len = 0;
+}
+
+static int write_out(const char *buf, size_t len, void *ud)
+{
+	struct outbuf *b = ud;
+	if (b->len + len > sizeof(b->data))
+		out_flush(b);
+	if (len > sizeof(b->data)) {
+		for (size_t off = 0; off < len; off += sizeof(b->data)) {
+			size_t n = len - off < sizeof(b->data) ? len - off : sizeof(b->data);
+			memcpy(b->data, buf + off, n);
+			b->len = n;
+			out_flush(b);
+		}
+		return b->failed ? -1 : 0;
+	}
+	memcpy(b->data + b->len, buf, len);
+	b->len += len;
+	return b->failed ? -1 : 0;
+}
+
 static int cmd_discover(int argc, char **argv)
 {
 	struct cli cli;
@@ -326,16 +368,20 @@ static int cmd_discover(int argc, char **argv)
 		return fail(&err);
 	}
 	if (cli.json) {
+		static struct outbuf out;
+		np_json_arena_begin();
 		json_t *j = select_discover_json(&r.nics, &r.ranking);
-		/* One buffer, one write: much faster than json_dumpf's many. */
-		char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-		rc = text ? 0 : NP_EINTERNAL;
-		if (text) {
-			fputs(text, stdout);
-			fputc('\n', stdout);
+		rc = j && json_dump_callback(j, write_out, &out, JSON_COMPACT | JSON_PRESERVE_ORDER) == 0 &&
+				     write_out("\n", 1, &out) == 0
+			     ? 0
+			     : NP_EINTERNAL;
+		np_json_arena_end(); /* drops j whole, without walking it */
+		out_flush(&out);
+		if (out.failed) {
+			fprintf(stderr, "nicpick: error: cannot write to standard output: %s\n",
+				strerror(errno));
+			rc = NP_EINTERNAL;
 		}
-		free(text);
-		json_decref(j);
 	} else {
 		char *t = select_render_table(&r.nics, &r.ranking);
 		if (t)
@@ -413,6 +459,10 @@ static int cmd_select(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* nicpick builds and frees one large JSON tree of small objects; with
+	 * fastbins glibc spends more time consolidating them than jansson
+	 * spends building (measured on 1,000 interfaces). */
+	mallopt(M_MXFAST, 0);
 	if (argc < 2) {
 		fputs(usage_text, stderr);
 		return NP_EUSAGE;

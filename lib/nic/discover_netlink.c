@@ -29,6 +29,7 @@ struct dump {
 	struct nicp_index ix; /* built between the two dumps */
 	np_error *err;
 	int failed;
+	bool interrupted; /* the kernel's tables changed during the dump */
 };
 
 /* IF_OPER_* in order (RFC 2863); linux/if.h itself clashes with net/if.h. */
@@ -175,12 +176,15 @@ static int run_dump(struct nl_sock *sk, struct dump *d, int type, nl_recvmsg_msg
 		e = nl_recvmsgs_default(sk);
 	if (d->failed)
 		return -1;
+	if (e == -NLE_DUMP_INTR)
+		d->interrupted = true;
 	if (e < 0)
 		return nl_fail(d->err, e, what);
 	return 0;
 }
 
-int nicp_netlink_read(struct nic_list *out, struct nicp_facts **fxp, np_error *err)
+static int read_once(struct nic_list *out, struct nicp_facts **fxp, bool *interrupted,
+		     np_error *err)
 {
 	struct nl_sock *sk = nl_socket_alloc();
 	struct dump d = { .l = out, .err = err };
@@ -216,5 +220,20 @@ out:
 		*fxp = d.fx;
 	else
 		free(d.fx);
+	*interrupted = d.interrupted;
 	return rc;
+}
+
+/* A dump that raced with a change (an address finishing DAD, a link
+ * appearing) is inconsistent: start again, as a few tries always settle. */
+int nicp_netlink_read(struct nic_list *out, struct nicp_facts **fxp, np_error *err)
+{
+	for (int attempt = 0;; attempt++) {
+		bool interrupted = false;
+		int rc = read_once(out, fxp, &interrupted, err);
+		if (rc == 0 || !interrupted || attempt == 9)
+			return rc;
+		nic_list_free(out);
+		np_error_clear(err);
+	}
 }

@@ -384,7 +384,7 @@ int nic_discover(const struct nic_source *src, struct nic_list *out, np_error *e
 	if (rc < 0)
 		goto fail;
 	nicp_classify_all(&l, fx);
-	rc = nicp_links_build(root, &l, fx, &ix, err);
+	rc = nicp_links_build(root, &l, fx, &ix, !(src && src->netlink_json), err);
 	if (rc < 0)
 		goto fail;
 	rc = nicp_rdma_read(root, &l, fx, &ix, err);

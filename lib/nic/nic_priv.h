@@ -61,9 +61,11 @@ bool nicp_kind_is_software(const char *kind);
 /* Classify every interface from its facts. */
 void nicp_classify_all(struct nic_list *l, const struct nicp_facts *fx);
 /* Fill master/link from sysfs where the link source gave none (bonding/slaves,
- * brif/, lower_*), then build every `lower` array.  Needs the classes. */
+ * brif/, lower_*), then build every `lower` array.  Needs the classes.
+ * masters_complete: the live netlink dump named every master already, so
+ * bonding/slaves and brif/ need not be read. */
 int nicp_links_build(const char *root, struct nic_list *l, const struct nicp_facts *fx,
-		     const struct nicp_index *ix, np_error *err);
+		     const struct nicp_index *ix, bool masters_complete, np_error *err);
 /* RDMA ports from class/infiniband, attached to their interfaces. */
 int nicp_rdma_read(const char *root, struct nic_list *l, const struct nicp_facts *fx,
 		   const struct nicp_index *ix, np_error *err);

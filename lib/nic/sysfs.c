@@ -396,7 +396,7 @@ static bool stacked(enum nic_class c)
 }
 
 int nicp_links_build(const char *root, struct nic_list *l, const struct nicp_facts *fx,
-		     const struct nicp_index *ix, np_error *err)
+		     const struct nicp_index *ix, bool masters_complete, np_error *err)
 {
 	cleanup_close int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	cleanup_free size_t *count = calloc(l->n + 1, sizeof(size_t));
@@ -412,7 +412,7 @@ int nicp_links_build(const char *root, struct nic_list *l, const struct nicp_fac
 		struct nic *n = &l->v[i];
 		/* A saved dump may lack some members' "master": sysfs knows
 		 * them.  Bonds and bridges are few, so this stays cheap. */
-		if (rootfd >= 0)
+		if (rootfd >= 0 && !masters_complete)
 			slaves_from_sysfs(rootfd, l, ix, i, &count[i]);
 		if (rootfd >= 0 && stacked(n->cls) && n->link_ifindex == 0 && !fx[i].link_other_ns)
 			link_from_sysfs(rootfd, l, ix, i);
