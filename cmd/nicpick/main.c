@@ -68,7 +68,8 @@ static const char usage_text[] =
 static const char *const next_step[] = {
 	[NP_EINTERNAL] = "check the message above; rerun with the same flags once it is fixed",
 	[NP_EUSAGE] = "see 'nicpick --help'",
-	[NP_ENOIFACE] = "no interface qualifies: see the table above and widen the policy flags",
+	[NP_ENOIFACE] = "the table above says why each was refused; fix the links or widen "
+			"--include/--exclude/--cidr/--family/--min-speed",
 	[NP_ENOCOMMON] = "the pods share no usable network: see the table above",
 	[NP_EK8S] = "check the API server, the Role and --timeout",
 	[NP_ESMOKE] = "NCCL could not all-reduce over the chosen network: see decision.json",

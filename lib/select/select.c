@@ -174,9 +174,7 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 		return -1;
 	if (r->ranking.n_usable == 0)
 		return np_error_set(err, NP_ENOIFACE, 0,
-				    "no usable network interface among %zu; widen --include/--exclude/"
-				    "--cidr/--family/--min-speed or check the links",
-				    r->nics.n);
+				    "no usable network interface among %zu", r->nics.n);
 
 	if (o->peers_k8s) {
 		if (agree(o, r, err) < 0)
