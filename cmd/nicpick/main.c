@@ -398,10 +398,16 @@ static int cmd_discover(int argc, char **argv)
 	return rc;
 }
 
+static int64_t started_ms;
+
+/* One line per event, with the time since start: a reader of the pod's log
+ * sees at once where the waiting went. */
 static void log_line(void *ud, enum exchange_log_level level, const char *msg)
 {
 	(void)ud;
-	fprintf(stderr, "nicpick: %s: %s\n", level == EXCHANGE_WARN ? "warning" : "info", msg);
+	int64_t t = np_now_ms() - started_ms;
+	fprintf(stderr, "nicpick: %s: [%lld.%03llds] %s\n", level == EXCHANGE_WARN ? "warning" : "info",
+		(long long)(t / 1000), (long long)(t % 1000), msg);
 }
 
 /* Exit 4: which pod lacked what. */
@@ -464,6 +470,7 @@ int main(int argc, char **argv)
 	 * fastbins glibc spends more time consolidating them than jansson
 	 * spends building (measured on 1,000 interfaces). */
 	mallopt(M_MXFAST, 0);
+	started_ms = np_now_ms();
 	if (argc < 2) {
 		fputs(usage_text, stderr);
 		return NP_EUSAGE;

@@ -52,39 +52,41 @@ int ex_patch_annotations(struct ex *x, const char *pod, json_t *annotations, np_
 	return 0;
 }
 
-/* Run a watch in slices of log_interval_ms so that the waiting side can say
- * what it waits for; resumes from the last resourceVersion seen. */
+struct tick_ctx {
+	struct ex *x;
+	void (*tick)(struct ex *);
+};
+
+static void on_tick(void *ud)
+{
+	struct tick_ctx *t = ud;
+	t->tick(t->x);
+}
+
+/* One watch until the callback asks to act, an error, or the deadline; the
+ * client's progress ticks say every log_interval_ms what it waits for, so
+ * the connection stays open however long the wait (a follower's traffic
+ * must not grow with the time the job takes to gather). */
 int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_watch_cb cb,
 	     void (*tick)(struct ex *), np_error *err)
 {
-	for (;;) {
-		if (x->failed)
-			return -1;
-		int64_t now = np_now_ms();
-		if (now >= x->o->deadline_ms)
-			return np_error_set(err, NP_EK8S, 0, "deadline reached");
-		int64_t slice = now + x->o->log_interval_ms;
-		if (slice > x->o->deadline_ms)
-			slice = x->o->deadline_ms;
-		k8s_client_set_deadline(x->w, slice);
-		x->stop = false;
-		np_error werr = { 0 };
-		int r = k8s_watch_pods(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, cb,
-				       x, &werr);
-		if (x->failed) {
-			*err = x->err;
-			return -1;
-		}
-		if (x->stop)
-			return 0;
-		/* Ending at the slice boundary is the normal way a slice ends. */
-		if (r < 0 && np_now_ms() + 50 < slice) {
-			*err = werr;
-			return -1;
-		}
-		if (tick)
-			tick(x);
+	if (x->failed)
+		return -1;
+	if (np_now_ms() >= x->o->deadline_ms)
+		return np_error_set(err, NP_EK8S, 0, "deadline reached");
+	struct tick_ctx t = { .x = x, .tick = tick };
+	k8s_client_set_deadline(x->w, x->o->deadline_ms);
+	k8s_client_set_tick(x->w, x->o->log_interval_ms, tick ? on_tick : NULL, &t);
+	x->stop = false;
+	int r = k8s_watch_pods(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, cb, x, err);
+	k8s_client_set_tick(x->w, 0, NULL, NULL);
+	if (x->failed) {
+		*err = x->err;
+		return -1;
 	}
+	if (x->stop)
+		return 0;
+	return r < 0 ? -1 : np_error_set(err, NP_EK8S, 0, "the watch ended early");
 }
 
 /* Keep the newest resourceVersion seen, so that a resumed watch loses nothing. */
@@ -246,6 +248,90 @@ static const char *jstr(const json_t *o, const char *k)
 	return s ? s : "";
 }
 
+static void fill_from_assign(struct ex *x, struct exchange_result *res)
+{
+	snprintf(res->network, sizeof(res->network), "%s", jstr(x->assign, "net"));
+	snprintf(res->ifname, sizeof(res->ifname), "%s", jstr(x->assign, "if"));
+	snprintf(res->addr, sizeof(res->addr), "%s", jstr(x->assign, "addr"));
+	snprintf(res->next_pod, sizeof(res->next_pod), "%s", jstr(x->assign, "next_pod"));
+	snprintf(res->next_addr, sizeof(res->next_addr), "%s", jstr(x->assign, "next_addr"));
+	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
+	res->epoch = x->epoch;
+	res->n_pods = (size_t)json_integer_value(json_object_get(x->assign, "n"));
+}
+
+static int round_cb(enum k8s_watch_type type, json_t *obj, void *ud)
+{
+	struct ex *x = ud;
+	ex_note_rv(x, type, obj);
+	if (type == K8S_WATCH_RELIST) {
+		json_t *items = json_object_get(obj, "items");
+		obj = json_array_size(items) ? json_array_get(items, 0) : NULL;
+	}
+	if (!obj || type == K8S_WATCH_BOOKMARK)
+		return 0;
+	const char *uid = ex_meta(obj, "uid");
+	if (type == K8S_WATCH_DELETED || !uid || strcmp(uid, x->leader_uid) != 0) {
+		/* The gatherer restarted: its new incarnation starts over and
+		 * hands this pod a new part on its own object. */
+		x->round_state = 'n';
+		x->stop = true;
+		return 1;
+	}
+	const char *a = ex_annotation(obj, EXCHANGE_ANN_ROUND);
+	json_t *rd = a ? json_loads(a, 0, NULL) : NULL;
+	const char *leader = json_string_value(json_object_get(rd, "leader"));
+	const char *state = json_string_value(json_object_get(rd, "state"));
+	int epoch = (int)json_integer_value(json_object_get(rd, "epoch"));
+	char st = 0;
+	if (leader && state && strcmp(leader, x->leader_uid) == 0) {
+		if (epoch > x->epoch)
+			st = 'n';
+		else if (epoch == x->epoch && strcmp(state, "final") == 0)
+			st = 'f';
+		else if (epoch == x->epoch && strcmp(state, "failed") == 0)
+			st = 'x';
+	}
+	if (st == 'x')
+		np_error_set(&x->err, NP_ENOCOMMON, 0, "%s", jstr(rd, "reason"));
+	json_decref(rd);
+	if (!st)
+		return 0;
+	x->round_state = st;
+	x->stop = true;
+	return 1;
+}
+
+/* After its probe, a follower waits on the gatherer's pod: the round ends
+ * there for the whole job in one write.  Returns 0 when the round is final
+ * (res filled), 1 when a new round began, -1 on error. */
+static int wait_round(struct ex *x, const char *leader_pod, struct exchange_result *res, np_error *err)
+{
+	char field[300];
+	snprintf(field, sizeof(field), "metadata.name=%s", leader_pod);
+	x->rv[0] = '\0'; /* another object: start from a fresh list */
+	x->round_state = 0;
+	int r = ex_watch(x, NULL, field, round_cb, ex_follower_tick, err);
+	x->rv[0] = '\0';
+	if (r < 0) {
+		if (np_now_ms() >= x->o->deadline_ms)
+			np_error_set(err, NP_EK8S, 0,
+				     "deadline reached waiting for the gatherer %s to end round %d",
+				     leader_pod, x->epoch);
+		return -1;
+	}
+	if (x->round_state == 'x') {
+		*err = x->err;
+		return -1;
+	}
+	if (x->round_state != 'f')
+		return 1;
+	if (check_own(x, jstr(x->assign, "if"), jstr(x->assign, "addr"), err) < 0)
+		return -1;
+	fill_from_assign(x, res);
+	return 0;
+}
+
 static int follow(struct ex *x, struct exchange_result *res, np_error *err)
 {
 	char field[300];
@@ -266,14 +352,7 @@ static int follow(struct ex *x, struct exchange_result *res, np_error *err)
 		if (strcmp(state, "final") == 0) {
 			if (check_own(x, jstr(x->assign, "if"), jstr(x->assign, "addr"), err) < 0)
 				return -1;
-			snprintf(res->network, sizeof(res->network), "%s", jstr(x->assign, "net"));
-			snprintf(res->ifname, sizeof(res->ifname), "%s", jstr(x->assign, "if"));
-			snprintf(res->addr, sizeof(res->addr), "%s", jstr(x->assign, "addr"));
-			snprintf(res->next_pod, sizeof(res->next_pod), "%s", jstr(x->assign, "next_pod"));
-			snprintf(res->next_addr, sizeof(res->next_addr), "%s", jstr(x->assign, "next_addr"));
-			res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
-			res->epoch = x->epoch;
-			res->n_pods = (size_t)json_integer_value(json_object_get(x->assign, "n"));
+			fill_from_assign(x, res);
 			return 0;
 		}
 		if (strcmp(state, "probe") != 0 && strcmp(state, "measure") != 0)
@@ -312,6 +391,10 @@ static int follow(struct ex *x, struct exchange_result *res, np_error *err)
 			return -1;
 		probed_epoch = x->epoch;
 		snprintf(probed_leader, sizeof(probed_leader), "%s", x->leader_uid);
+		int r2 = wait_round(x, jstr(x->assign, "leader_pod"), res, err);
+		if (r2 <= 0)
+			return r2;
+		/* A new round: back to this pod's own object for its new part. */
 	}
 }
 
@@ -427,6 +510,7 @@ out:
 		res->stats.retries = a.retries + b.retries;
 		res->stats.bytes_sent = a.bytes_sent + b.bytes_sent;
 		res->stats.bytes_received = a.bytes_received + b.bytes_received;
+		ex_gather_stats(x, &res->stats);
 	}
 	/* The result annotation and Event need a client after this returns. */
 	k8s_client_free(x->w);

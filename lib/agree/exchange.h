@@ -6,8 +6,10 @@
  * writes each pod's part of the decision (its interface, address, and the
  * ring neighbour to probe) onto that pod's own object.  A follower only ever
  * reads its own Pod object, so its API traffic does not grow with the job.
- * Pods probe their ring neighbour and publish the result; the gatherer then
- * declares the round final, or removes the network and decides again. */
+ * Pods probe their ring neighbour and publish the result, then watch the
+ * gatherer's pod, where the gatherer declares the round final (one write
+ * for the whole job), or removes the network, decides again and hands out
+ * new parts. */
 #ifndef NP_EXCHANGE_H
 #define NP_EXCHANGE_H
 
@@ -26,6 +28,8 @@
 #define EXCHANGE_ANN_PROBE "nicpick.io/probe"
 #define EXCHANGE_ANN_RESULT "nicpick.io/result"
 #define EXCHANGE_ANN_DECISION "nicpick.io/decision"
+/* On the gatherer's own pod: the state of the current round. */
+#define EXCHANGE_ANN_ROUND "nicpick.io/round"
 
 enum exchange_log_level { EXCHANGE_INFO, EXCHANGE_WARN };
 

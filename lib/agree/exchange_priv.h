@@ -28,6 +28,7 @@ struct ex {
 	json_t *assign;
 	char leader_uid[AGREE_UID_MAX];
 	int epoch;
+	char round_state; /* waiting on the gatherer: 'f' final, 'x' failed, 'n' new round */
 	struct probe_server *servers[EX_SERVERS_MAX];
 	size_t n_servers;
 	/* gatherer */
@@ -52,5 +53,7 @@ void ex_follower_tick(struct ex *x);
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err);
 void ex_gather_free(struct ex *x);
+/* Add the traffic of the gatherer's extra connections to *acc. */
+void ex_gather_stats(struct ex *x, struct k8s_stats *acc);
 
 #endif

@@ -1,5 +1,6 @@
 /* The gatherer: watches the job's pods, decides when every report is in,
  * hands each pod its part, runs the probe rounds and declares the result. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ struct member {
 };
 
 enum phase { PH_GATHER, PH_PROBE };
+#define PUBLISH_CONNS_MAX 8
 
 struct gather {
 	struct member *m;
@@ -31,6 +33,7 @@ struct gather {
 	int epoch;
 	int expect;
 	bool need_assign; /* a pod restarted and lost its assignment */
+	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
 	json_t *assign_of; /* pod name -> assignment object of this round */
 };
 
@@ -276,9 +279,45 @@ static int deadline_error(struct ex *x, np_error *err)
 }
 
 /* Tell every pod its part of the round (or the failure). */
+/* Handing out parts costs one PATCH per pod: on a large job they go out
+ * over a few connections at once, each with its own client. */
+#define PUBLISH_CONNS PUBLISH_CONNS_MAX
+
+struct publish_job {
+	struct ex *x;
+	struct k8s_client *k;
+	char **names, **patches;
+	size_t first, n, step;
+	np_error err;
+	int ret;
+};
+
+static void *publish_worker(void *arg)
+{
+	struct publish_job *j = arg;
+	for (size_t i = j->first; i < j->n && j->ret == 0; i += j->step) {
+		json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_ASSIGN,
+					  j->patches[i]);
+		j->ret = patch ? k8s_patch_pod(j->k, j->x->ns, j->names[i], patch, NULL, &j->err)
+			       : np_error_set(&j->err, NP_EINTERNAL, 0, "out of memory");
+		json_decref(patch);
+		if (j->ret < 0)
+			np_error_wrap(&j->err, "cannot annotate pod %s", j->names[i]);
+	}
+	return NULL;
+}
+
+/* Tell every pod its part of the round (or the failure). */
 static int publish_round(struct ex *x, const char *state, const char *reason, np_error *err)
 {
 	struct gather *g = x->g;
+	char **names = calloc(g->n + 1, sizeof(*names)), **patches = calloc(g->n + 1, sizeof(*patches));
+	size_t n = 0;
+	int ret = -1;
+	if (!names || !patches) {
+		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+		goto out;
+	}
 	for (size_t i = 0; i < g->n; i++) {
 		struct member *m = &g->m[i];
 		if (!m->selected)
@@ -286,20 +325,70 @@ static int publish_round(struct ex *x, const char *state, const char *reason, np
 		json_t *as = json_object_get(g->assign_of, m->name);
 		json_t *a = as ? json_deep_copy(as) : json_object();
 		json_object_set_new(a, "leader", json_string(x->uid));
+		json_object_set_new(a, "leader_pod", json_string(x->name));
 		json_object_set_new(a, "epoch", json_integer(g->epoch));
 		json_object_set_new(a, "state", json_string(state));
 		if (reason)
 			json_object_set_new(a, "reason", json_string(reason));
-		char *s = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
+		names[n] = m->name;
+		patches[n] = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
 		json_decref(a);
-		int r = s ? ex_patch_annotations(x, m->name, json_pack("{s:s}", EXCHANGE_ANN_ASSIGN, s), err)
-			  : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-		free(s);
-		if (r < 0)
-			return -1;
-		m->assigned_epoch = g->epoch;
+		if (!patches[n++]) {
+			np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+			goto out;
+		}
 	}
-	return 0;
+	size_t conns = n < 32 ? 1 : PUBLISH_CONNS;
+	struct publish_job jobs[PUBLISH_CONNS];
+	pthread_t threads[PUBLISH_CONNS];
+	bool started[PUBLISH_CONNS] = { false };
+	for (size_t c = 0; c < conns; c++) {
+		if (!g->pool[c] && k8s_client_new(&g->pool[c], x->o->k8s, err) < 0)
+			goto out;
+		k8s_client_set_deadline(g->pool[c], x->o->deadline_ms);
+		jobs[c] = (struct publish_job){ .x = x, .k = g->pool[c], .names = names, .patches = patches,
+						.first = c, .n = n, .step = conns };
+	}
+	for (size_t c = 1; c < conns; c++)
+		started[c] = pthread_create(&threads[c], NULL, publish_worker, &jobs[c]) == 0;
+	publish_worker(&jobs[0]);
+	for (size_t c = 1; c < conns; c++) {
+		if (started[c])
+			pthread_join(threads[c], NULL);
+		else
+			publish_worker(&jobs[c]); /* no thread: do its share here */
+	}
+	ret = 0;
+	for (size_t c = 0; c < conns && ret == 0; c++)
+		if (jobs[c].ret < 0) {
+			*err = jobs[c].err;
+			ret = -1;
+		}
+	if (ret == 0)
+		for (size_t i = 0; i < g->n; i++)
+			if (g->m[i].selected)
+				g->m[i].assigned_epoch = g->epoch;
+out:
+	for (size_t i = 0; patches && i < n; i++)
+		free(patches[i]);
+	free(patches);
+	free(names);
+	return ret;
+}
+
+/* The round's state on the gatherer's own pod, where every follower that
+ * has probed is waiting: one write ends the round for the whole job. */
+static int set_round(struct ex *x, const char *state, const char *reason, np_error *err)
+{
+	json_t *rd = json_pack("{s:s, s:i, s:s}", "leader", x->uid, "epoch", x->g->epoch, "state", state);
+	if (reason)
+		json_object_set_new(rd, "reason", json_string(reason));
+	char *s = json_dumps(rd, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(rd);
+	int r = s ? ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_ROUND, s), err)
+		  : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	free(s);
+	return r;
 }
 
 /* Assignments of one rail: this pod's interface and address, and the ring
@@ -450,8 +539,8 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	json_decref(trials_of);
 	g->epoch++;
 	ex_log(x, EXCHANGE_INFO, "round %d: measuring throughput on %zu tied networks", g->epoch, nt);
-	if (publish_round(x, "measure", NULL, err) < 0 || own_probe(x, x->o->probe_throughput_bytes, err) < 0 ||
-	    wait_probes(x, err) < 0)
+	if (publish_round(x, "measure", NULL, err) < 0 || set_round(x, "measure", NULL, err) < 0 ||
+	    own_probe(x, x->o->probe_throughput_bytes, err) < 0 || wait_probes(x, err) < 0)
 		return -1;
 	/* Worst case per network over the pods; a failed trial disqualifies it. */
 	double best = -1;
@@ -536,7 +625,9 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	bool measured = x->o->probe_throughput_bytes <= 0;
 	for (;;) {
 		g->phase = PH_GATHER;
-		if (ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) < 0)
+		/* After a failed probe every report is in already: decide again
+		 * at once rather than wait for a change that may never come. */
+		if (!ready(x) && ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) < 0)
 			return np_now_ms() >= x->o->deadline_ms ? deadline_error(x, err) : -1;
 
 		struct agree_decision d;
@@ -546,7 +637,8 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 			agree_decision_free(&d);
 			g->epoch++;
 			json_object_clear(g->assign_of);
-			publish_round(x, "failed", keep.msg, err);
+			if (publish_round(x, "failed", keep.msg, err) == 0)
+				set_round(x, "failed", keep.msg, err);
 			*err = keep;
 			return -1;
 		}
@@ -563,8 +655,8 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 		g->epoch++;
 		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
 		       d.rails[0].net.text, d.routed ? " (routed)" : "");
-		if (publish_round(x, "probe", NULL, err) < 0 || own_probe(x, 0, err) < 0 ||
-		    wait_probes(x, err) < 0) {
+		if (publish_round(x, "probe", NULL, err) < 0 || set_round(x, "probe", NULL, err) < 0 ||
+		    own_probe(x, 0, err) < 0 || wait_probes(x, err) < 0) {
 			agree_decision_free(&d);
 			return -1;
 		}
@@ -583,13 +675,27 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 		if (!why[0]) {
 			fill_result(x, &d, res);
 			agree_decision_free(&d);
-			return publish_round(x, "final", NULL, err);
+			return set_round(x, "final", NULL, err);
 		}
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
 		       g->epoch, d.rails[0].net.text, why);
 		if (opt.n_excluded < AGREE_EXCLUDED_MAX)
 			opt.excluded[opt.n_excluded++] = d.rails[0].net;
 		agree_decision_free(&d);
+	}
+}
+
+void ex_gather_stats(struct ex *x, struct k8s_stats *acc)
+{
+	for (size_t c = 0; x->g && c < PUBLISH_CONNS_MAX; c++) {
+		struct k8s_stats st;
+		if (!x->g->pool[c])
+			continue;
+		k8s_client_stats(x->g->pool[c], &st);
+		acc->requests += st.requests;
+		acc->retries += st.retries;
+		acc->bytes_sent += st.bytes_sent;
+		acc->bytes_received += st.bytes_received;
 	}
 }
 
@@ -604,6 +710,8 @@ void ex_gather_free(struct ex *x)
 	}
 	free(g->m);
 	json_decref(g->assign_of);
+	for (size_t c = 0; c < PUBLISH_CONNS_MAX; c++)
+		k8s_client_free(g->pool[c]);
 	free(g);
 	x->g = NULL;
 }

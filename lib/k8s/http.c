@@ -93,6 +93,28 @@ void k8s_client_free(struct k8s_client *c)
 	curl_global_cleanup();
 }
 
+void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(void *ud), void *ud)
+{
+	c->tick = tick;
+	c->tick_ud = ud;
+	c->tick_ms = interval_ms > 0 ? interval_ms : 1000;
+	c->next_tick = k8s_mono_ms() + c->tick_ms;
+}
+
+/* curl calls this about once a second even on an idle connection. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct k8s_client *c = ud;
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	int64_t now = k8s_mono_ms();
+	if (c->tick && now >= c->next_tick) {
+		c->next_tick = now + c->tick_ms;
+		c->tick(c->tick_ud);
+	}
+	return 0;
+}
+
 void k8s_client_set_deadline(struct k8s_client *c, int64_t deadline_ms)
 {
 	c->deadline_ms = deadline_ms;
@@ -291,6 +313,11 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	if (x->body) {
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
+	}
+	if (c->tick) {
+		curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(e, CURLOPT_XFERINFODATA, c);
 	}
 	if (x->write_fn) {
 		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, x->write_fn);

@@ -65,6 +65,11 @@ int64_t k8s_mono_ms(void);
 void k8s_client_set_deadline(struct k8s_client *c, int64_t deadline_ms);
 void k8s_client_set_timeout(struct k8s_client *c, double seconds);
 
+/* Call tick(ud) about every interval_ms while a request or watch is under
+ * way, so that a caller blocked in a long watch can still say what it waits
+ * for.  tick NULL turns it off. */
+void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(void *ud), void *ud);
+
 void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st);
 const struct k8s_config *k8s_client_config(const struct k8s_client *c);
 

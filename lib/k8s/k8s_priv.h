@@ -82,6 +82,10 @@ struct k8s_client {
 	ino_t token_ino;
 	off_t token_size;
 	char *reporting_instance; /* Events: who reports */
+	/* called every tick_ms while a transfer runs (k8s_client_set_tick) */
+	void (*tick)(void *ud);
+	void *tick_ud;
+	int64_t tick_ms, next_tick;
 };
 
 /* One HTTP attempt.  With write_fn NULL the body is collected into resp. */

@@ -1,0 +1,278 @@
+"""Job-wide agreement end to end: four nicpick processes, each in its own
+"node" namespace, agree through the test Kubernetes API server (reachable
+only over the management network) on one network, probe it and write their
+own interface names.  The topology and why the fast network should win are
+described in cluster.py."""
+import ipaddress
+import json
+import os
+import re
+import shutil
+import time
+
+import pytest
+
+import cluster as C
+from netns import source_env
+
+KUBECTL = C.ROOT / "build" / "tools" / "kubectl"
+FAST_NET = ipaddress.ip_network(C.FAST_NET + ".0/24")
+MGMT_NET = ipaddress.ip_network(C.MGMT_NET + ".0/24")
+
+
+@pytest.fixture
+def make_cluster(netns, nicpick_bin, tmp_path):
+    """make_cluster(**kw) -> a built Cluster with the API server running and
+    the job's pods seeded.  Every process and namespace is removed after the
+    test, pass or fail."""
+    made = []
+
+    def make(seed=True, **kw):
+        c = C.Cluster(netns, tmp_path, nicpick_bin, **kw)
+        made.append(c)
+        c.build().start_api()
+        if seed:
+            c.seed_pods()
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def diag(c, pods=None):
+    """Everything needed to understand a failure: each process's stderr and
+    the server's request log."""
+    reqs = c.server.requests() if c.server else []
+    lines = [f"{r['method']} {r['path']}?{r['query']} {r['token']} -> {r['status']}"
+             for r in reqs[-80:]]
+    return c.logs(pods) + "\n--- last API requests\n" + "\n".join(lines)
+
+
+def run_job(c, *extra, pods=None, timeout=90):
+    c.start_all(*extra, pods=pods)
+    c.wait_all(pods=pods, timeout=timeout)
+    return pods if pods is not None else c.pods
+
+
+def assert_all_exit(c, code, pods=None):
+    pods = c.pods if pods is None else pods
+    assert [p.rc for p in pods] == [code] * len(pods), diag(c, pods)
+
+
+def assert_on_network(c, net, pods=None, want_if=None):
+    """Every pod wrote its own interface on net and says so in decision.json."""
+    for p in (c.pods if pods is None else pods):
+        dec = C.decision_of(p)
+        ifname = want_if(p) if want_if else None
+        env = source_env(p.out_dir, "NCCL_SOCKET_IFNAME")
+        assert env["NCCL_SOCKET_IFNAME"] == "=" + dec["choice"]["interface"], (p.name, env)
+        if ifname:
+            assert dec["choice"]["interface"] == ifname, (p.name, dec["choice"])
+        assert ipaddress.ip_address(dec["choice"]["address"]) in net, (p.name, dec["choice"])
+        assert dec["agreement"]["network"] == str(net), (p.name, dec["agreement"])
+        assert dec["agreement"]["pods"] == len(c.nodes), (p.name, dec["agreement"])
+
+
+def gatherer(c):
+    return c.pods[0]
+
+
+# --log-interval 2, not 1: see the report (the test server holds a watch backlog
+# until its first 1 s bookmark, so 1 s watch slices never see it).
+COMMON = ("--expect", "4", "--log-interval", "2")
+
+
+def test_happy_path_each_pod_gets_its_own_name_on_the_fast_network(make_cluster):
+    c = make_cluster()
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    for p in c.pods:
+        env = source_env(p.out_dir, "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+        assert env["NCCL_SOCKET_IFNAME"] == "=" + p.node.fast_if, (p.name, env)
+        assert C.decision_of(p)["choice"]["address"] == p.node.fast_addr
+    # The names really differ per node: that is the point of agreeing.
+    assert len({p.node.fast_if for p in c.pods}) == 4
+
+    dec = C.decision_of(gatherer(c))["agreement"]
+    assert dec["gatherer"] is True
+    d = dec["decision"]
+    assert d["ok"] is True and d["pods"] == 4
+    assign = {a["pod"]: a["if"] for a in d["rails"][0]["assign"]}
+    assert assign == {p.name: p.node.fast_if for p in c.pods}
+    nets = {n["net"]: n for n in d["nets"]}
+    # Management is the same speed and loses on the policy score (macvlan
+    # secondary over plain veth); the decoys never reach a report.
+    assert "score" in nets[str(MGMT_NET)]["why"], nets
+    assert not any(n.startswith(("10.244.", "172.17.", "169.254.")) for n in nets), nets
+    for p in c.pods[1:]:
+        assert C.decision_of(p)["agreement"]["gatherer"] is False
+
+    # Visible through the API: result annotation and a NetworkSelected Event per pod.
+    for p in c.pods:
+        res = c.annotation(p.name, "nicpick.io/result")
+        assert res and p.node.fast_if in res and "10.9.0.0/24" in res, (p.name, res)
+    evs = [e for e in c.events() if e.get("reason") == "NetworkSelected"]
+    assert sorted(e["involvedObject"]["name"] for e in evs) == sorted(p.name for p in c.pods)
+    for e in evs:
+        assert e["type"] == "Normal"
+        assert e["involvedObject"]["uid"] == next(
+            p.uid for p in c.pods if p.name == e["involvedObject"]["name"])
+
+
+def test_kubectl_describe_pod_shows_the_event(make_cluster):
+    if not os.access(KUBECTL, os.X_OK):
+        pytest.skip(f"kubectl not found at {KUBECTL}: run `make tools` to fetch it")
+    c = make_cluster()
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    p = c.kubectl("describe", "pod", C.JOB + "-1")
+    assert p.returncode == 0, p.stderr
+    ev = [l for l in p.stdout.splitlines() if "NetworkSelected" in l]
+    assert ev and "ens3f0" in ev[0] and "nicpick" in ev[0], p.stdout
+    assert re.search(r"nicpick\.io/result:\s+NCCL uses ens3f0", p.stdout), p.stdout
+
+
+def have(tool):
+    if not shutil.which(tool):
+        pytest.skip(f"{tool} is not installed")
+
+
+def test_firewalled_fast_nic_falls_back_to_management(make_cluster):
+    """A probe that cannot cross the fast network removes it; the pods then
+    agree on the management network, the only other common one."""
+    have("nft")
+    c = make_cluster()
+    b = c.nodes[1]
+    c.nft(b, f"""table inet nicpick_e2e {{
+        chain input {{ type filter hook input priority 0; policy accept;
+            ip daddr {b.fast_addr} tcp dport 29417 drop
+        }}
+    }}""")
+    # The probe waits up to 20 s for a silent peer before it calls it failed.
+    run_job(c, *COMMON, "--timeout", "75", timeout=120)
+    assert_all_exit(c, 0)
+    assert_on_network(c, MGMT_NET, want_if=lambda p: "eth0")
+    g = gatherer(c)
+    # The log names the probe that failed and what was done about it.
+    assert re.search(rf"probe {re.escape(c.nodes[0].fast_addr)} -> "
+                     rf"{re.escape(b.fast_addr)} on eth1: FAILED", g.stderr_text), g.stderr_text
+    assert "network 10.9.0.0/24 failed the probe" in g.stderr_text, g.stderr_text
+    d = C.decision_of(g)["agreement"]
+    assert d["round"] >= 2, d
+    excluded = {n["net"]: n["why"] for n in d["decision"]["nets"]}
+    assert "failed probe" in excluded[str(FAST_NET)], excluded
+
+
+def test_slow_fast_network_loses_on_measured_throughput(make_cluster):
+    """Both networks are 10 Gb/s on paper (a speed tie), so with
+    --probe-throughput the gatherer measures each around the ring; the fast
+    network throttled to 50 Mbit/s must lose to management."""
+    have("tc")
+    c = make_cluster()
+    for n in c.nodes:
+        c.tc(n, "qdisc", "add", "dev", n.fast_if, "root", "tbf", "rate", "50mbit",
+             "burst", "32kbit", "latency", "100ms")
+    run_job(c, *COMMON, "--timeout", "60", "--probe-throughput=2000000", timeout=100)
+    assert_all_exit(c, 0)
+    assert_on_network(c, MGMT_NET, want_if=lambda p: "eth0")
+    g = gatherer(c).stderr_text
+    assert "measuring throughput on 2 tied networks" in g, g
+    rates = {m.group(1): float(m.group(2)) for m in
+             re.finditer(r"network (\S+): worst ring throughput (\d+) Mb/s", g)}
+    assert set(rates) == {str(FAST_NET), str(MGMT_NET)}, g
+    assert rates[str(FAST_NET)] < 60, rates
+    assert rates[str(MGMT_NET)] > rates[str(FAST_NET)] * 2, rates
+
+
+def test_missing_peer_all_exit_5_before_the_deadline_naming_it(make_cluster):
+    c = make_cluster()
+    started = c.pods[:3]  # job-w-3 exists as an object but never runs nicpick
+    t0 = time.monotonic()
+    run_job(c, *COMMON, "--timeout", "8", pods=started, timeout=30)
+    elapsed = time.monotonic() - t0
+    assert_all_exit(c, 5, started)
+    assert elapsed < 8 + 3, f"took {elapsed:.1f}s\n" + diag(c, started)
+    g = gatherer(c).stderr_text
+    last = [l for l in g.splitlines() if "error:" in l]
+    assert last and "job-w-3" in last[-1], g
+    # Progress lines said what it waited for while it waited.
+    assert re.search(r"3/4 pods reported; missing: job-w-3", g), g
+    for p in started[1:]:
+        assert "deadline" in p.stderr_text, p.describe()
+
+
+def test_api_faults_still_end_in_the_same_decision(make_cluster):
+    c = make_cluster()
+    c.server.set_faults([
+        {"kind": "error", "code": 500, "verb": "patch", "count": 3},
+        {"kind": "error", "code": 429, "retry_after": 1, "verb": "get", "count": 2},
+        {"kind": "drop_watch", "after_events": 1, "count": 3},
+        {"kind": "expire_watch", "count": 1},
+    ])
+    run_job(c, *COMMON, "--timeout", "60", timeout=100)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    left = c.server.faults()
+    assert left == [], f"faults never triggered: {left}"
+    retries = sum(C.decision_of(p)["agreement"]["api"]["retries"] for p in c.pods)
+    assert retries >= 5, retries  # 3 x 500 + 2 x 429 at least
+
+
+def test_rbac_denied_patch_exits_5_naming_the_rule(make_cluster):
+    c = make_cluster()
+    c.server.set_rbac(deny=[{"verbs": ["patch"], "resources": ["pods"]}])
+    t0 = time.monotonic()
+    run_job(c, *COMMON, "--timeout", "30", timeout=60)
+    assert_all_exit(c, 5)
+    assert time.monotonic() - t0 < 20, diag(c)
+    for p in c.pods:
+        assert re.search(r'needs "patch" on "pods"', p.stderr_text), p.describe()
+
+
+def test_pod_restarted_mid_agreement_still_agrees(make_cluster):
+    c = make_cluster()
+    first = c.pods[:3]
+    c.start_all(*COMMON, "--timeout", "60", pods=first)
+    victim = c.pods[2]
+    old_uid = victim.uid
+    deadline = time.monotonic() + 20
+    while c.annotation(victim.name, "nicpick.io/report") is None:
+        assert time.monotonic() < deadline, diag(c, first)
+        time.sleep(0.1)
+    victim.kill()
+    # The gatherer cannot have decided: job-w-3 has not started yet.
+    assert c.annotation(C.JOB + "-0", "nicpick.io/assignment") is None
+    new_uid = c.recreate_pod(victim)
+    assert new_uid != old_uid
+    assert c.annotation(victim.name, "nicpick.io/report") is None
+    c.start_all(*COMMON, "--timeout", "60", pods=[victim, c.pods[3]])
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    rep = json.loads(c.annotation(victim.name, "nicpick.io/report"))
+    assert rep["uid"] == new_uid, rep
+    assert C.decision_of(victim)["agreement"]["network"] == str(FAST_NET)
+
+
+def test_no_common_network_exits_4_with_a_per_pod_table(make_cluster):
+    """node-d has no fast NIC and a /32 management address (it reaches the
+    API server by a device route only), so it shares no subnet with the
+    others; its decoys carry the same addresses as everyone's and are refused."""
+    c = make_cluster(fast=[True, True, True, False], mgmt_plen=[24, 24, 24, 32])
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 4)
+    g = gatherer(c).stderr_text
+    lines = g.splitlines()
+    head = [i for i, l in enumerate(lines) if re.match(r"POD\s+CANDIDATES\s+WHY", l)]
+    assert head, g
+    rows = {l.split()[0]: l for l in lines[head[0] + 1:] if l.startswith(C.JOB)}
+    assert "job-w-3" in rows, g
+    assert "10.9.0.0/24" in rows["job-w-3"] and "192.168.100.14/32" in rows["job-w-3"], rows
+    assert "share no usable network" in g, g
+    for p in c.pods:
+        assert not (p.out_dir / "nccl.env").exists(), p.name
+        assert "error:" in p.stderr_text, p.describe()
+    evs = [e for e in c.events() if e.get("reason") == "NetworkSelectionFailed"]
+    assert len(evs) == 4, evs
