@@ -77,6 +77,7 @@ unit: all $(UNIT_BIN)
 
 integration: all $(UNIT_BIN)
 	NICPICK=$(abspath $(BUILD)/nicpick) NICPICK_K8S_LIVE=$(abspath $(BUILD)/tests/test_k8s_live) \
+	  NICPICK_SANITIZED=$(SANITIZE) \
 	  $(PYTHON) -m pytest -q -rs tests/integration tests/apiserver
 
 test: deps

@@ -1,0 +1,55 @@
+"""nicpick is clean under valgrind: no invalid access, no leak, on the
+paths every user runs (discover, select, a refused select, a snapshot)."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIX = os.path.join(ROOT, "tests", "fixtures")
+
+
+def valgrind(nicpick_bin, *args, expect_rc=0):
+    if os.environ.get("NICPICK_SANITIZED"):
+        pytest.skip("this binary is built with ASan, which valgrind cannot run; "
+                    "the plain build's run of this test covers it")
+    if not shutil.which("valgrind"):
+        pytest.fail("valgrind is missing: scripts/install-deps.sh installs it")
+    r = subprocess.run(["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+                        "--errors-for-leak-kinds=definite,indirect", nicpick_bin, *args],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == expect_rc, r.stderr[-3000:]
+    assert "==" not in r.stderr, r.stderr[-3000:]  # valgrind's own report lines
+    return r
+
+
+def fixture_args(name):
+    d = os.path.join(FIX, name)
+    return ["--sysfs", os.path.join(d, "sys"), "--netlink-json", os.path.join(d, "ip.json")]
+
+
+def test_discover_on_this_node_is_valgrind_clean(nicpick_bin):
+    r = valgrind(nicpick_bin, "discover", "--json")
+    assert any(i["name"] == "lo" for i in json.loads(r.stdout))
+
+
+def test_select_on_a_dgx_fixture_is_valgrind_clean(nicpick_bin, tmp_path):
+    valgrind(nicpick_bin, "select", "--peers", "none", "--out-dir", str(tmp_path),
+             *fixture_args("dgx-h100"))
+    assert (tmp_path / "nccl.env").exists()
+
+
+def test_refused_select_is_valgrind_clean(nicpick_bin, tmp_path):
+    valgrind(nicpick_bin, "select", "--out-dir", str(tmp_path), "--include", "=nothing",
+             *fixture_args("roce-v2"), expect_rc=3)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_snapshot_replay_is_valgrind_clean(nicpick_bin, tmp_path):
+    snap = tmp_path / "snap.json"
+    r = subprocess.run([nicpick_bin, "discover", "--json", *fixture_args("roce-v2")],
+                       capture_output=True, text=True, timeout=60, check=True)
+    snap.write_text(r.stdout)
+    valgrind(nicpick_bin, "select", "--out-dir", str(tmp_path / "out"), "--snapshot", str(snap))
