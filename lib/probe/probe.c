@@ -158,14 +158,15 @@ static void serve_one(struct probe_server *s, int fd, const struct sockaddr_stor
 		}
 		payload -= r;
 	}
-	snprintf(reply, sizeof(reply), "SEEN %s\n", seen);
-	if (write_all(fd, reply, strlen(reply), deadline) < 0)
-		return;
+	/* Counted before the reply goes out, so that a peer that has its answer
+	 * also finds it counted here. */
 	pthread_mutex_lock(&s->lock);
 	s->answered++;
 	if (!same_addr(claimed, seen))
 		s->mismatched++;
 	pthread_mutex_unlock(&s->lock);
+	snprintf(reply, sizeof(reply), "SEEN %s\n", seen);
+	write_all(fd, reply, strlen(reply), deadline);
 }
 
 static void *serve(void *arg)

@@ -17,7 +17,9 @@ sys.path.insert(0, HERE)
 
 import kubeapi  # noqa: E402
 
-KUBECTL = os.path.join(ROOT, "build", "tools", "kubectl")
+# scripts/fetch-k8s-tools.sh installs into $NICPICK_TOOLS_DIR (default build/tools).
+KUBECTL = os.path.join(os.environ.get("NICPICK_TOOLS_DIR") or os.path.join(ROOT, "build", "tools"),
+                       "kubectl")
 FETCH = os.path.join(ROOT, "scripts", "fetch-k8s-tools.sh")
 
 

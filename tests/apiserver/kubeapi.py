@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import urllib.error
 import urllib.request
 import uuid
 
@@ -805,6 +806,16 @@ def ensure_certs(state_dir, sans):
     return p("server.crt"), p("server.key"), p("ca.crt")
 
 
+def kubeconfig_text(url, ca_path, token, namespace):
+    """A kubeconfig (YAML) that kubectl and the Python client read as they are."""
+    return (f"apiVersion: v1\nkind: Config\nclusters:\n- name: kubeapi\n  cluster:\n"
+            f"    server: {url}\n    certificate-authority: {ca_path}\n"
+            f"contexts:\n- name: kubeapi\n  context:\n    cluster: kubeapi\n"
+            f"    user: kubeapi\n    namespace: {namespace}\n"
+            f"current-context: kubeapi\nusers:\n- name: kubeapi\n  user:\n"
+            f"    token: {token}\n")
+
+
 # --------------------------------------------------------------------------- HTTP plumbing
 
 class _CountingReader:
@@ -896,6 +907,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             super().finish()
         finally:
             self.server.api.track(self.request, False)
+            # socketserver closes the socket it accepted, which wrap_socket detached: the
+            # TLS socket must be closed here or the client never sees the end.
+            self.request.close()
+            self.rfile = self.wfile = None
 
     def log_message(self, fmt, *args):
         if self.server.api.verbose:
@@ -904,6 +919,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send_response(self, code, message=None):
         # Real: no Server header; Audit-Id and Cache-Control are always sent.
         self.log_request(code)
+        self.headers_sent = True
         self.send_response_only(code, message)
         self.send_header("Date", self.date_time_string())
         self.send_header("Audit-Id", str(uuid.uuid4()))
@@ -954,6 +970,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return b"".join(parts)
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_BODY:
+            left = n if n <= 16 * MAX_BODY else 0     # drain it so the client reads the 413
+            while left > 0:
+                got = self.rfile.read(min(left, 1 << 16))
+                if not got:
+                    break
+                left -= len(got)
             self.close_connection = True
             raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
         return self.rfile.read(n) if n else b""
@@ -961,6 +983,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def dispatch(self):
         api = self.server.api
         self.req = self.acct = None
+        self.headers_sent = False
         url = urllib.parse.urlsplit(self.path)
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
@@ -995,6 +1018,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.close_connection = True
+        except Exception as e:   # noqa: BLE001 -- a server bug: answer like the real one
+            if api.verbose:
+                import traceback
+                traceback.print_exc()
+            if self.headers_sent:
+                self.close_connection = True
+            else:
+                err = ApiError(500, f"Internal error occurred: {type(e).__name__}: {e}")
+                self.send_json(500, err.status())
 
 
 # --------------------------------------------------------------------------- the server core
@@ -1052,6 +1084,7 @@ class ApiServer:
                                        name="kubeapi", daemon=True)
         self.thread.start()
         ready = {"port": self.port, "url": self.url, "pid": os.getpid(),
+                 "env": {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(self.port)},
                  "kubeconfig": self.kubeconfig_path, "ca": self.ca_path,
                  "token": self.path("token"), "admin_token": self.path("admin-token")}
         self._write(self.path("ready"), json.dumps(ready) + "\n")
@@ -1091,12 +1124,8 @@ class ApiServer:
         os.replace(tmp, path)
 
     def kubeconfig_text(self, token=None, namespace=None):
-        return (f"apiVersion: v1\nkind: Config\nclusters:\n- name: kubeapi\n  cluster:\n"
-                f"    server: {self.url}\n    certificate-authority: {self.ca_path}\n"
-                f"contexts:\n- name: kubeapi\n  context:\n    cluster: kubeapi\n"
-                f"    user: kubeapi\n    namespace: {namespace or self.namespace}\n"
-                f"current-context: kubeapi\nusers:\n- name: kubeapi\n  user:\n"
-                f"    token: {token or self.token}\n")
+        return kubeconfig_text(self.url, self.ca_path, token or self.token,
+                               namespace or self.namespace)
 
     def write_files(self):
         self.kubeconfig_path = self.path("kubeconfig")
@@ -1433,7 +1462,10 @@ class ApiServer:
     def list(self, res, ns, q):
         lsel = LabelSelector(q.get("labelSelector"))
         fsel = FieldSelector(res, q.get("fieldSelector"))
-        limit = int(q.get("limit") or 0)
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            raise ApiError(400, f'limit: Invalid value: "{q["limit"]}": must be an integer')
         start, snap_rv = None, None
         if q.get("continue"):
             try:
@@ -1709,9 +1741,11 @@ class ApiServer:
         bookmarks = parse_bool(q.get("allowWatchBookmarks", ""))
         initial_events = parse_bool(q.get("sendInitialEvents", ""))
         try:
-            timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else self.watch_timeout
+            timeout = float(q.get("timeoutSeconds") or 0)
         except ValueError:
             raise ApiError(400, "timeoutSeconds must be a number")
+        if timeout <= 0:      # Real: 0 / absent means the server's own (long) timeout
+            timeout = self.watch_timeout
         table = self.output_format(h.headers.get("Accept", "") or "*/*") == "table" \
             and res.kind in TABLES
         include = q.get("includeObject", "Metadata")
@@ -1790,24 +1824,11 @@ class ApiServer:
                 # Real: WatchList ends the initial state with an annotated BOOKMARK.
                 send("BOOKMARK", self.bookmark(res, last, True))
             next_bm = time.monotonic() + self.bookmark_interval
+            after_s = None if not drop or drop.get("after_seconds") is None else \
+                started + float(drop["after_seconds"])
             while True:
-                now = time.monotonic()
-                if self.stopping:
-                    cut()
-                if now >= deadline:
-                    break
-                if drop and drop.get("after_seconds") is not None and \
-                        now - started >= float(drop["after_seconds"]):
-                    cut()
-                if bookmarks and now >= next_bm:
-                    send("BOOKMARK", self.bookmark(res, last))
-                    next_bm = now + self.bookmark_interval
-                wait = deadline - now
-                if bookmarks:
-                    wait = min(wait, max(0.0, next_bm - now))
-                if drop and drop.get("after_seconds") is not None:
-                    wait = min(wait, max(0.0, started + float(drop["after_seconds"]) - now))
-                w.wake.wait(max(0.0, wait))
+                # Scan first (a resumed watch gets its backlog at once), then wait.
+                # The wake flag is cleared before the scan, so no commit is missed.
                 w.wake.clear()
                 with self.store.lock:
                     try:
@@ -1820,6 +1841,20 @@ class ApiServer:
                     out = self.filter_event(e, res, matches, not table)
                     if out:
                         send(*out)
+                now = time.monotonic()
+                if self.stopping or (after_s is not None and now >= after_s):
+                    cut()
+                if now >= deadline:
+                    break
+                if bookmarks and now >= next_bm:
+                    send("BOOKMARK", self.bookmark(res, last))
+                    next_bm = now + self.bookmark_interval
+                wait = deadline - now
+                if bookmarks:
+                    wait = min(wait, next_bm - now)
+                if after_s is not None:
+                    wait = min(wait, after_s - now)
+                w.wake.wait(max(0.0, wait))
             h.wfile.write(b"0\r\n\r\n")
         finally:
             self.store.remove_watcher(w)
@@ -2012,7 +2047,7 @@ class Server:
         s.create_pod("ns", {...}); s.set_faults([...]); s.counters(); s.stop()
     """
 
-    def __init__(self, state_dir=None, subprocess=False, max_lifetime=600, python=None,
+    def __init__(self, state_dir=None, subprocess=False, max_lifetime=3600, python=None,
                  **kw):
         import tempfile
         self._tmp = None
@@ -2109,8 +2144,13 @@ class Server:
                                      data=json.dumps(payload).encode() if payload else None,
                                      headers={"Authorization": f"Bearer {self.admin_token}",
                                               "Content-Type": "application/json"})
-        with urllib.request.urlopen(req, context=self.ssl_context, timeout=30) as r:
-            return json.load(r)
+        try:
+            with urllib.request.urlopen(req, context=self.ssl_context, timeout=30) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:     # same exception as in-process mode
+            st = json.load(e)
+            raise ApiError(st.get("code", e.code), st.get("message", ""), st.get("reason"),
+                           st.get("details")) from None
 
     # convenience wrappers
     def create_pod(self, namespace, obj):
@@ -2176,12 +2216,11 @@ class Server:
         return self.admin("config", cfg)
 
     def write_kubeconfig(self, path, token=None, namespace=None):
-        text = ApiServer.kubeconfig_text(self, token, namespace or self.kw.get("namespace"))
+        """Write a kubeconfig for this server with another token (e.g. a wrong one)."""
         with open(path, "w") as f:
-            f.write(text)
+            f.write(kubeconfig_text(self.url, self.ca_path, token or self.token,
+                                    namespace or self.kw.get("namespace") or "default"))
         return path
-
-    namespace = "default"
 
 
 # --------------------------------------------------------------------------- command line
