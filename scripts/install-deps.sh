@@ -2,7 +2,7 @@
 # Install the Debian packages nicpick needs to build and test, if missing.
 set -eu
 need="gcc make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
-libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml iproute2 nftables openssl valgrind ca-certificates
+libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind ca-certificates
 curl unzip nodejs npm"
 missing=""
 for p in $need; do
