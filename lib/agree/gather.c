@@ -1,182 +1,17 @@
 /* The gatherer: watches the job's pods, decides when every report is in,
  * hands each pod its part, runs the probe rounds and declares the result. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/exchange_priv.h"
+#include "agree/gather_priv.h"
 #include "util/clock.h"
 
-struct member {
-	char name[AGREE_NAME_MAX];
-	char uid[AGREE_UID_MAX];
-	char key[AGREE_NAME_MAX]; /* job index: earlier attempts share it */
-	char created[40];
-	bool live;
-	bool has_report;
-	char report_why[256]; /* why the report was refused */
-	struct agree_report *rep;
-	int assigned_epoch; /* epoch of the assignment on the object */
-	int probe_epoch;
-	json_t *probe;
-	bool selected; /* the member counted for its key */
-};
-
-enum phase { PH_GATHER, PH_PROBE };
-#define PUBLISH_CONNS_MAX 8
-
-struct gather {
-	struct member *m;
-	size_t n, cap;
-	enum phase phase;
-	int epoch;
-	int expect;
-	bool need_assign; /* a pod restarted and lost its assignment */
-	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
-	json_t *assign_of; /* pod name -> assignment object of this round */
-};
-
-static const char *index_labels[] = {
-	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
-	"jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-completion-index",
-};
-
-static struct member *member_get(struct gather *g, const char *name, bool create)
-{
-	for (size_t i = 0; i < g->n; i++)
-		if (strcmp(g->m[i].name, name) == 0)
-			return &g->m[i];
-	if (!create)
-		return NULL;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-		struct member *m = realloc(g->m, cap * sizeof(*m));
-		if (!m)
-			return NULL;
-		g->m = m;
-		g->cap = cap;
-	}
-	struct member *m = &g->m[g->n++];
-	memset(m, 0, sizeof(*m));
-	snprintf(m->name, sizeof(m->name), "%s", name);
-	return m;
-}
-
-static void member_reset(struct member *m)
-{
-	free(m->rep);
-	json_decref(m->probe);
-	char name[AGREE_NAME_MAX];
-	memcpy(name, m->name, sizeof(name));
-	memset(m, 0, sizeof(*m));
-	memcpy(m->name, name, sizeof(name));
-}
-
-/* Fold one Pod object into the member table. */
-static void member_update(struct ex *x, json_t *pod)
-{
-	struct gather *g = x->g;
-	const char *name = ex_meta(pod, "name"), *uid = ex_meta(pod, "uid");
-	if (!name || !uid)
-		return;
-	struct member *m = member_get(g, name, true);
-	if (!m)
-		return;
-	if (strcmp(m->uid, uid) != 0) {
-		/* A new incarnation: nothing of the old one counts. */
-		member_reset(m);
-		snprintf(m->uid, sizeof(m->uid), "%s", uid);
-	}
-	const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
-	m->live = !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") &&
-		  !(phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0));
-	const char *created = ex_meta(pod, "creationTimestamp");
-	snprintf(m->created, sizeof(m->created), "%s", created ? created : "");
-	size_t off = 0;
-	m->key[0] = '\0';
-	for (size_t i = 0; i < sizeof(index_labels) / sizeof(index_labels[0]); i++) {
-		const char *v = ex_label(pod, index_labels[i]);
-		if (v)
-			off += (size_t)snprintf(m->key + off, sizeof(m->key) - off, "%s/", v);
-		if (off >= sizeof(m->key))
-			break;
-	}
-	if (!m->key[0])
-		snprintf(m->key, sizeof(m->key), "%s", name);
-
-	const char *rep = ex_annotation(pod, EXCHANGE_ANN_REPORT);
-	m->has_report = false;
-	m->report_why[0] = '\0';
-	if (rep) {
-		if (!m->rep)
-			m->rep = malloc(sizeof(*m->rep));
-		np_error e = { 0 };
-		if (!m->rep) {
-			snprintf(m->report_why, sizeof(m->report_why), "out of memory");
-		} else if (agree_report_parse(rep, strlen(rep), m->rep, &e) < 0) {
-			snprintf(m->report_why, sizeof(m->report_why), "%.250s", e.msg);
-		} else if (strcmp(m->rep->pod, name) != 0 || strcmp(m->rep->uid, uid) != 0) {
-			snprintf(m->report_why, sizeof(m->report_why),
-				 "report was written by an earlier incarnation of the pod");
-		} else {
-			m->has_report = true;
-		}
-	}
-	const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);
-	m->assigned_epoch = 0;
-	if (a) {
-		json_t *as = json_loads(a, 0, NULL);
-		const char *lu = json_string_value(json_object_get(as, "leader"));
-		if (lu && strcmp(lu, x->uid) == 0)
-			m->assigned_epoch = (int)json_integer_value(json_object_get(as, "epoch"));
-		json_decref(as);
-	}
-	const char *p = ex_annotation(pod, EXCHANGE_ANN_PROBE);
-	if (p) {
-		json_t *pr = json_loads(p, 0, NULL);
-		const char *lu = json_string_value(json_object_get(pr, "leader"));
-		if (lu && strcmp(lu, x->uid) == 0 && json_is_array(json_object_get(pr, "ok"))) {
-			json_decref(m->probe);
-			m->probe = pr;
-			m->probe_epoch = (int)json_integer_value(json_object_get(pr, "epoch"));
-		} else {
-			json_decref(pr);
-		}
-	}
-}
-
-/* Pick, per job index, the newest live pod: a pod of an earlier attempt
- * must not count.  Returns the number selected. */
-static size_t select_members(struct gather *g)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < g->n; i++)
-		g->m[i].selected = false;
-	for (size_t i = 0; i < g->n; i++) {
-		struct member *m = &g->m[i];
-		if (!m->live)
-			continue;
-		struct member *best = m;
-		for (size_t j = 0; j < g->n; j++) {
-			struct member *o = &g->m[j];
-			if (o->live && strcmp(o->key, m->key) == 0 &&
-			    (strcmp(o->created, best->created) > 0 ||
-			     (strcmp(o->created, best->created) == 0 && strcmp(o->name, best->name) > 0)))
-				best = o;
-		}
-		if (best == m) {
-			m->selected = true;
-			n++;
-		}
-	}
-	return n;
-}
 
 static bool ready(struct ex *x)
 {
 	struct gather *g = x->g;
-	size_t n = select_members(g);
+	size_t n = gather_select_members(g);
 	if (g->phase == PH_GATHER) {
 		if ((int)n != g->expect)
 			return false;
@@ -211,14 +46,14 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
 		json_array_foreach(items, i, it)
-			member_update(x, it);
+			gather_member_update(x, it);
 	} else if (type == K8S_WATCH_DELETED) {
-		struct member *m = member_get(x->g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
+		struct member *m = gather_member(x->g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
 		const char *uid = ex_meta(obj, "uid");
 		if (m && uid && strcmp(m->uid, uid) == 0)
 			m->live = false;
 	} else {
-		member_update(x, obj);
+		gather_member_update(x, obj);
 	}
 	if (ready(x)) {
 		x->stop = true;
@@ -230,7 +65,7 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 static void gather_tick(struct ex *x)
 {
 	struct gather *g = x->g;
-	size_t n = select_members(g), have = 0;
+	size_t n = gather_select_members(g), have = 0;
 	char missing[600] = "";
 	size_t off = 0, shown = 0;
 	for (size_t i = 0; i < g->n; i++) {
@@ -264,7 +99,7 @@ static int deadline_error(struct ex *x, np_error *err)
 {
 	struct gather *g = x->g;
 	char who[600] = "";
-	size_t off = 0, n = select_members(g);
+	size_t off = 0, n = gather_select_members(g);
 	for (size_t i = 0; i < g->n && off < sizeof(who); i++) {
 		struct member *m = &g->m[i];
 		bool done = g->phase == PH_GATHER ? m->has_report : m->probe_epoch == g->epoch;
@@ -278,141 +113,6 @@ static int deadline_error(struct ex *x, np_error *err)
 			    g->phase == PH_GATHER ? "no report from" : "no probe result from", who);
 }
 
-/* Tell every pod its part of the round (or the failure). */
-/* Handing out parts costs one PATCH per pod: on a large job they go out
- * over a few connections at once, each with its own client. */
-#define PUBLISH_CONNS PUBLISH_CONNS_MAX
-
-struct publish_job {
-	struct ex *x;
-	struct k8s_client *k;
-	char **names, **patches;
-	size_t first, n, step;
-	np_error err;
-	int ret;
-};
-
-static void *publish_worker(void *arg)
-{
-	struct publish_job *j = arg;
-	for (size_t i = j->first; i < j->n && j->ret == 0; i += j->step) {
-		json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_ASSIGN,
-					  j->patches[i]);
-		j->ret = patch ? k8s_patch_pod(j->k, j->x->ns, j->names[i], patch, NULL, &j->err)
-			       : np_error_set(&j->err, NP_EINTERNAL, 0, "out of memory");
-		json_decref(patch);
-		if (j->ret < 0)
-			np_error_wrap(&j->err, "cannot annotate pod %s", j->names[i]);
-	}
-	return NULL;
-}
-
-/* Tell every pod its part of the round (or the failure). */
-static int publish_round(struct ex *x, const char *state, const char *reason, np_error *err)
-{
-	struct gather *g = x->g;
-	char **names = calloc(g->n + 1, sizeof(*names)), **patches = calloc(g->n + 1, sizeof(*patches));
-	size_t n = 0;
-	int ret = -1;
-	if (!names || !patches) {
-		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < g->n; i++) {
-		struct member *m = &g->m[i];
-		if (!m->selected)
-			continue;
-		json_t *as = json_object_get(g->assign_of, m->name);
-		json_t *a = as ? json_deep_copy(as) : json_object();
-		json_object_set_new(a, "leader", json_string(x->uid));
-		json_object_set_new(a, "leader_pod", json_string(x->name));
-		json_object_set_new(a, "epoch", json_integer(g->epoch));
-		json_object_set_new(a, "state", json_string(state));
-		if (reason)
-			json_object_set_new(a, "reason", json_string(reason));
-		names[n] = m->name;
-		patches[n] = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
-		json_decref(a);
-		if (!patches[n++]) {
-			np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-			goto out;
-		}
-	}
-	size_t conns = n < 32 ? 1 : PUBLISH_CONNS;
-	struct publish_job jobs[PUBLISH_CONNS];
-	pthread_t threads[PUBLISH_CONNS];
-	bool started[PUBLISH_CONNS] = { false };
-	for (size_t c = 0; c < conns; c++) {
-		if (!g->pool[c] && k8s_client_new(&g->pool[c], x->o->k8s, err) < 0)
-			goto out;
-		k8s_client_set_deadline(g->pool[c], x->o->deadline_ms);
-		jobs[c] = (struct publish_job){ .x = x, .k = g->pool[c], .names = names, .patches = patches,
-						.first = c, .n = n, .step = conns };
-	}
-	for (size_t c = 1; c < conns; c++)
-		started[c] = pthread_create(&threads[c], NULL, publish_worker, &jobs[c]) == 0;
-	publish_worker(&jobs[0]);
-	for (size_t c = 1; c < conns; c++) {
-		if (started[c])
-			pthread_join(threads[c], NULL);
-		else
-			publish_worker(&jobs[c]); /* no thread: do its share here */
-	}
-	ret = 0;
-	for (size_t c = 0; c < conns && ret == 0; c++)
-		if (jobs[c].ret < 0) {
-			*err = jobs[c].err;
-			ret = -1;
-		}
-	if (ret == 0)
-		for (size_t i = 0; i < g->n; i++)
-			if (g->m[i].selected)
-				g->m[i].assigned_epoch = g->epoch;
-out:
-	for (size_t i = 0; patches && i < n; i++)
-		free(patches[i]);
-	free(patches);
-	free(names);
-	return ret;
-}
-
-/* The round's state on the gatherer's own pod, where every follower that
- * has probed is waiting: one write ends the round for the whole job. */
-static int set_round(struct ex *x, const char *state, const char *reason, np_error *err)
-{
-	json_t *rd = json_pack("{s:s, s:i, s:s}", "leader", x->uid, "epoch", x->g->epoch, "state", state);
-	if (reason)
-		json_object_set_new(rd, "reason", json_string(reason));
-	char *s = json_dumps(rd, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(rd);
-	int r = s ? ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_ROUND, s), err)
-		  : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	free(s);
-	return r;
-}
-
-/* Assignments of one rail: this pod's interface and address, and the ring
- * neighbour (pods sorted by name) it must reach. */
-static void rail_assign(struct gather *g, const struct agree_rail *rail, json_t *trials_of)
-{
-	size_t n = rail->n_assign;
-	for (size_t i = 0; i < n; i++) {
-		const struct agree_assign *a = &rail->assign[i], *nx = &rail->assign[(i + 1) % n];
-		json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "net", rail->net.text, "if",
-				      a->ifname, "addr", a->addr, "next_pod", n > 1 ? nx->pod : "",
-				      "next_addr", n > 1 ? nx->addr : "", "n", (int)n);
-		if (trials_of) {
-			json_t *arr = json_object_get(trials_of, a->pod);
-			if (!arr) {
-				arr = json_array();
-				json_object_set_new(trials_of, a->pod, arr);
-			}
-			json_array_append_new(arr, t);
-		} else {
-			json_object_set_new(g->assign_of, a->pod, t);
-		}
-	}
-}
 
 static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
 {
@@ -453,7 +153,7 @@ static int own_probe(struct ex *x, long bytes, np_error *err)
 	if (!pr)
 		return -1;
 	char *s = json_dumps(pr, JSON_COMPACT);
-	struct member *me = member_get(g, x->name, false);
+	struct member *me = gather_member(g, x->name, false);
 	if (me) {
 		json_decref(me->probe);
 		me->probe = pr;
@@ -478,7 +178,7 @@ static int wait_probes(struct ex *x, np_error *err)
 		/* A pod restarted: hand the new incarnation its part again. */
 		json_t *a = json_object_get(x->g->assign_of, x->name);
 		const char *state = json_object_get(a, "trials") ? "measure" : "probe";
-		if (publish_round(x, state, NULL, err) < 0)
+		if (gather_publish_round(x, state, NULL, err) < 0)
 			return -1;
 	}
 }
@@ -528,7 +228,7 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 			json_decref(trials_of);
 			return -1;
 		}
-		rail_assign(g, &d1.rails[0], trials_of);
+		gather_rail_assign(g, &d1.rails[0], trials_of);
 		agree_decision_free(&d1);
 	}
 	json_object_clear(g->assign_of);
@@ -539,7 +239,7 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	json_decref(trials_of);
 	g->epoch++;
 	ex_log(x, EXCHANGE_INFO, "round %d: measuring throughput on %zu tied networks", g->epoch, nt);
-	if (publish_round(x, "measure", NULL, err) < 0 || set_round(x, "measure", NULL, err) < 0 ||
+	if (gather_publish_round(x, "measure", NULL, err) < 0 || gather_set_round(x, "measure", NULL, err) < 0 ||
 	    own_probe(x, x->o->probe_throughput_bytes, err) < 0 || wait_probes(x, err) < 0)
 		return -1;
 	/* Worst case per network over the pods; a failed trial disqualifies it. */
@@ -637,8 +337,8 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 			agree_decision_free(&d);
 			g->epoch++;
 			json_object_clear(g->assign_of);
-			if (publish_round(x, "failed", keep.msg, err) == 0)
-				set_round(x, "failed", keep.msg, err);
+			if (gather_publish_round(x, "failed", keep.msg, err) == 0)
+				gather_set_round(x, "failed", keep.msg, err);
 			*err = keep;
 			return -1;
 		}
@@ -651,11 +351,11 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 			continue;
 		}
 		json_object_clear(g->assign_of);
-		rail_assign(g, &d.rails[0], NULL);
+		gather_rail_assign(g, &d.rails[0], NULL);
 		g->epoch++;
 		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
 		       d.rails[0].net.text, d.routed ? " (routed)" : "");
-		if (publish_round(x, "probe", NULL, err) < 0 || set_round(x, "probe", NULL, err) < 0 ||
+		if (gather_publish_round(x, "probe", NULL, err) < 0 || gather_set_round(x, "probe", NULL, err) < 0 ||
 		    own_probe(x, 0, err) < 0 || wait_probes(x, err) < 0) {
 			agree_decision_free(&d);
 			return -1;
@@ -675,7 +375,7 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 		if (!why[0]) {
 			fill_result(x, &d, res);
 			agree_decision_free(&d);
-			return set_round(x, "final", NULL, err);
+			return gather_set_round(x, "final", NULL, err);
 		}
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
 		       g->epoch, d.rails[0].net.text, why);

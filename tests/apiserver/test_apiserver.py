@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import Api, pod, wait_for, HERE
+from apiclient import Api, pod, wait_for, HERE
 
 import kubeapi
 

@@ -1,11 +1,12 @@
 """The command line contract: subcommands, usage errors, exit codes, and what
 a failed run leaves behind (nothing)."""
 import os
+import pathlib
 import re
 
 import pytest
 
-from conftest import ROOT
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 from netns import veth
 
 

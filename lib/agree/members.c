@@ -1,0 +1,143 @@
+/* Who is in the job: the gatherer's table of pods, folded from watch
+ * events, with pods of earlier attempts and old incarnations set aside. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agree/gather_priv.h"
+
+static const char *index_labels[] = {
+	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
+	"jobset.sigs.k8s.io/job-global-index", "batch.kubernetes.io/job-completion-index",
+};
+
+struct member *gather_member(struct gather *g, const char *name, bool create)
+{
+	for (size_t i = 0; i < g->n; i++)
+		if (strcmp(g->m[i].name, name) == 0)
+			return &g->m[i];
+	if (!create)
+		return NULL;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 64;
+		struct member *m = realloc(g->m, cap * sizeof(*m));
+		if (!m)
+			return NULL;
+		g->m = m;
+		g->cap = cap;
+	}
+	struct member *m = &g->m[g->n++];
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	return m;
+}
+
+static void member_reset(struct member *m)
+{
+	free(m->rep);
+	json_decref(m->probe);
+	char name[AGREE_NAME_MAX];
+	memcpy(name, m->name, sizeof(name));
+	memset(m, 0, sizeof(*m));
+	memcpy(m->name, name, sizeof(name));
+}
+
+/* Fold one Pod object into the member table. */
+void gather_member_update(struct ex *x, json_t *pod)
+{
+	struct gather *g = x->g;
+	const char *name = ex_meta(pod, "name"), *uid = ex_meta(pod, "uid");
+	if (!name || !uid)
+		return;
+	struct member *m = gather_member(g, name, true);
+	if (!m)
+		return;
+	if (strcmp(m->uid, uid) != 0) {
+		/* A new incarnation: nothing of the old one counts. */
+		member_reset(m);
+		snprintf(m->uid, sizeof(m->uid), "%s", uid);
+	}
+	const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+	m->live = !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") &&
+		  !(phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0));
+	const char *created = ex_meta(pod, "creationTimestamp");
+	snprintf(m->created, sizeof(m->created), "%s", created ? created : "");
+	size_t off = 0;
+	m->key[0] = '\0';
+	for (size_t i = 0; i < sizeof(index_labels) / sizeof(index_labels[0]); i++) {
+		const char *v = ex_label(pod, index_labels[i]);
+		if (v)
+			off += (size_t)snprintf(m->key + off, sizeof(m->key) - off, "%s/", v);
+		if (off >= sizeof(m->key))
+			break;
+	}
+	if (!m->key[0])
+		snprintf(m->key, sizeof(m->key), "%s", name);
+
+	const char *rep = ex_annotation(pod, EXCHANGE_ANN_REPORT);
+	m->has_report = false;
+	m->report_why[0] = '\0';
+	if (rep) {
+		if (!m->rep)
+			m->rep = malloc(sizeof(*m->rep));
+		np_error e = { 0 };
+		if (!m->rep) {
+			snprintf(m->report_why, sizeof(m->report_why), "out of memory");
+		} else if (agree_report_parse(rep, strlen(rep), m->rep, &e) < 0) {
+			snprintf(m->report_why, sizeof(m->report_why), "%.250s", e.msg);
+		} else if (strcmp(m->rep->pod, name) != 0 || strcmp(m->rep->uid, uid) != 0) {
+			snprintf(m->report_why, sizeof(m->report_why),
+				 "report was written by an earlier incarnation of the pod");
+		} else {
+			m->has_report = true;
+		}
+	}
+	const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);
+	m->assigned_epoch = 0;
+	if (a) {
+		json_t *as = json_loads(a, 0, NULL);
+		const char *lu = json_string_value(json_object_get(as, "leader"));
+		if (lu && strcmp(lu, x->uid) == 0)
+			m->assigned_epoch = (int)json_integer_value(json_object_get(as, "epoch"));
+		json_decref(as);
+	}
+	const char *p = ex_annotation(pod, EXCHANGE_ANN_PROBE);
+	if (p) {
+		json_t *pr = json_loads(p, 0, NULL);
+		const char *lu = json_string_value(json_object_get(pr, "leader"));
+		if (lu && strcmp(lu, x->uid) == 0 && json_is_array(json_object_get(pr, "ok"))) {
+			json_decref(m->probe);
+			m->probe = pr;
+			m->probe_epoch = (int)json_integer_value(json_object_get(pr, "epoch"));
+		} else {
+			json_decref(pr);
+		}
+	}
+}
+
+/* Pick, per job index, the newest live pod: a pod of an earlier attempt
+ * must not count.  Returns the number selected. */
+size_t gather_select_members(struct gather *g)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < g->n; i++)
+		g->m[i].selected = false;
+	for (size_t i = 0; i < g->n; i++) {
+		struct member *m = &g->m[i];
+		if (!m->live)
+			continue;
+		struct member *best = m;
+		for (size_t j = 0; j < g->n; j++) {
+			struct member *o = &g->m[j];
+			if (o->live && strcmp(o->key, m->key) == 0 &&
+			    (strcmp(o->created, best->created) > 0 ||
+			     (strcmp(o->created, best->created) == 0 && strcmp(o->name, best->name) > 0)))
+				best = o;
+		}
+		if (best == m) {
+			m->selected = true;
+			n++;
+		}
+	}
+	return n;
+}
