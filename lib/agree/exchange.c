@@ -174,239 +174,9 @@ fail:
 	return NULL;
 }
 
-/* The assignment names an interface and address this pod reported. */
-static int check_own(struct ex *x, const char *ifname, const char *addr, np_error *err)
-{
-	unsigned char want[16], have[16];
-	int fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (inet_pton(fam, addr, want) != 1)
-		return np_error_set(err, NP_EK8S, 0, "bad assignment: address '%s'", addr);
-	for (size_t i = 0; i < x->mine.n; i++) {
-		const struct agree_cand *c = &x->mine.c[i];
-		if (c->family != fam || strcmp(c->ifname, ifname) != 0)
-			continue;
-		if (inet_pton(fam, c->addr_text, have) == 1 && memcmp(want, have, fam == AF_INET ? 4 : 16) == 0)
-			return 0;
-	}
-	return np_error_set(err, NP_EK8S, 0,
-			    "the gatherer assigned %s %s to this pod, which this pod did not report "
-			    "(its interfaces changed, or the gatherer is wrong)",
-			    ifname, addr);
-}
-
-/* --- follower ------------------------------------------------------------ */
-
-static int follower_cb(enum k8s_watch_type type, json_t *obj, void *ud)
-{
-	struct ex *x = ud;
-	ex_note_rv(x, type, obj);
-	if (type == K8S_WATCH_RELIST) {
-		json_t *items = json_object_get(obj, "items");
-		obj = json_array_size(items) ? json_array_get(items, 0) : NULL;
-	}
-	if (!obj || type == K8S_WATCH_BOOKMARK)
-		return 0;
-	if (type == K8S_WATCH_DELETED) {
-		np_error_set(&x->err, NP_EK8S, 0, "this pod was deleted while it waited");
-		x->failed = true;
-		return 1;
-	}
-	const char *uid = ex_meta(obj, "uid");
-	if (uid && strcmp(uid, x->uid) != 0)
-		return 0; /* an earlier incarnation of this pod's name */
-	const char *a = ex_annotation(obj, EXCHANGE_ANN_ASSIGN);
-	if (!a)
-		return 0;
-	json_error_t jerr;
-	json_t *as = json_loads(a, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(as)) {
-		json_decref(as);
-		return 0; /* ignore a value this nicpick did not write */
-	}
-	int epoch = (int)json_integer_value(json_object_get(as, "epoch"));
-	const char *leader = json_string_value(json_object_get(as, "leader"));
-	if (!leader || epoch <= 0) {
-		json_decref(as);
-		return 0;
-	}
-	if (x->assign && strcmp(leader, x->leader_uid) == 0 && epoch == x->epoch &&
-	    json_equal(as, x->assign)) {
-		json_decref(as);
-		return 0; /* nothing new */
-	}
-	json_decref(x->assign);
-	x->assign = as;
-	snprintf(x->leader_uid, sizeof(x->leader_uid), "%s", leader);
-	x->epoch = epoch;
-	x->stop = true;
-	return 1;
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-	return s ? s : "";
-}
-
-static void fill_from_assign(struct ex *x, struct exchange_result *res)
-{
-	snprintf(res->network, sizeof(res->network), "%s", jstr(x->assign, "net"));
-	snprintf(res->ifname, sizeof(res->ifname), "%s", jstr(x->assign, "if"));
-	snprintf(res->addr, sizeof(res->addr), "%s", jstr(x->assign, "addr"));
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", jstr(x->assign, "next_pod"));
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", jstr(x->assign, "next_addr"));
-	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
-	res->epoch = x->epoch;
-	res->n_pods = (size_t)json_integer_value(json_object_get(x->assign, "n"));
-}
-
-static int round_cb(enum k8s_watch_type type, json_t *obj, void *ud)
-{
-	struct ex *x = ud;
-	ex_note_rv(x, type, obj);
-	if (type == K8S_WATCH_RELIST) {
-		json_t *items = json_object_get(obj, "items");
-		obj = json_array_size(items) ? json_array_get(items, 0) : NULL;
-	}
-	if (!obj || type == K8S_WATCH_BOOKMARK)
-		return 0;
-	const char *uid = ex_meta(obj, "uid");
-	if (type == K8S_WATCH_DELETED || !uid || strcmp(uid, x->leader_uid) != 0) {
-		/* The gatherer restarted: its new incarnation starts over and
-		 * hands this pod a new part on its own object. */
-		x->round_state = 'n';
-		x->stop = true;
-		return 1;
-	}
-	const char *a = ex_annotation(obj, EXCHANGE_ANN_ROUND);
-	json_t *rd = a ? json_loads(a, 0, NULL) : NULL;
-	const char *leader = json_string_value(json_object_get(rd, "leader"));
-	const char *state = json_string_value(json_object_get(rd, "state"));
-	int epoch = (int)json_integer_value(json_object_get(rd, "epoch"));
-	char st = 0;
-	if (leader && state && strcmp(leader, x->leader_uid) == 0) {
-		if (epoch > x->epoch)
-			st = 'n';
-		else if (epoch == x->epoch && strcmp(state, "final") == 0)
-			st = 'f';
-		else if (epoch == x->epoch && strcmp(state, "failed") == 0)
-			st = 'x';
-	}
-	if (st == 'x')
-		np_error_set(&x->err, NP_ENOCOMMON, 0, "%s", jstr(rd, "reason"));
-	json_decref(rd);
-	if (!st)
-		return 0;
-	x->round_state = st;
-	x->stop = true;
-	return 1;
-}
-
-/* After its probe, a follower waits on the gatherer's pod: the round ends
- * there for the whole job in one write.  Returns 0 when the round is final
- * (res filled), 1 when a new round began, -1 on error. */
-static int wait_round(struct ex *x, const char *leader_pod, struct exchange_result *res, np_error *err)
-{
-	char field[300];
-	snprintf(field, sizeof(field), "metadata.name=%s", leader_pod);
-	x->rv[0] = '\0'; /* another object: start from a fresh list */
-	x->round_state = 0;
-	int r = ex_watch(x, NULL, field, round_cb, ex_follower_tick, err);
-	x->rv[0] = '\0';
-	if (r < 0) {
-		if (np_now_ms() >= x->o->deadline_ms)
-			np_error_set(err, NP_EK8S, 0,
-				     "deadline reached waiting for the gatherer %s to end round %d",
-				     leader_pod, x->epoch);
-		return -1;
-	}
-	if (x->round_state == 'x') {
-		*err = x->err;
-		return -1;
-	}
-	if (x->round_state != 'f')
-		return 1;
-	if (check_own(x, jstr(x->assign, "if"), jstr(x->assign, "addr"), err) < 0)
-		return -1;
-	fill_from_assign(x, res);
-	return 0;
-}
-
-static int follow(struct ex *x, struct exchange_result *res, np_error *err)
-{
-	char field[300];
-	snprintf(field, sizeof(field), "metadata.name=%s", x->name);
-	int probed_epoch = 0;
-	char probed_leader[AGREE_UID_MAX] = "";
-	for (;;) {
-		if (ex_watch(x, NULL, field, follower_cb, ex_follower_tick, err) < 0) {
-			if (err->status == NP_EK8S && np_now_ms() >= x->o->deadline_ms)
-				np_error_set(err, NP_EK8S, 0,
-					     "deadline reached waiting for the gatherer (%s); its log says why",
-					     x->leader_sel);
-			return -1;
-		}
-		const char *state = jstr(x->assign, "state");
-		if (strcmp(state, "failed") == 0)
-			return np_error_set(err, NP_ENOCOMMON, 0, "%s", jstr(x->assign, "reason"));
-		if (strcmp(state, "final") == 0) {
-			if (check_own(x, jstr(x->assign, "if"), jstr(x->assign, "addr"), err) < 0)
-				return -1;
-			fill_from_assign(x, res);
-			return 0;
-		}
-		if (strcmp(state, "probe") != 0 && strcmp(state, "measure") != 0)
-			continue;
-		if (probed_epoch == x->epoch && strcmp(probed_leader, x->leader_uid) == 0)
-			continue;
-		/* probe: one trial; measure: several, with a throughput figure. */
-		const char *addrs[EX_SERVERS_MAX], *ifs[EX_SERVERS_MAX], *nexts[EX_SERVERS_MAX];
-		size_t n = 0;
-		json_t *trials = json_object_get(x->assign, "trials");
-		if (json_is_array(trials)) {
-			for (size_t i = 0; i < json_array_size(trials) && n < EX_SERVERS_MAX; i++, n++) {
-				json_t *t = json_array_get(trials, i);
-				addrs[n] = jstr(t, "addr");
-				ifs[n] = jstr(t, "if");
-				nexts[n] = jstr(t, "next_addr");
-			}
-		} else {
-			addrs[0] = jstr(x->assign, "addr");
-			ifs[0] = jstr(x->assign, "if");
-			nexts[0] = jstr(x->assign, "next_addr");
-			n = 1;
-		}
-		for (size_t i = 0; i < n; i++)
-			if (check_own(x, ifs[i], addrs[i], err) < 0)
-				return -1;
-		long bytes = strcmp(state, "measure") == 0 ? x->o->probe_throughput_bytes : 0;
-		json_t *pr = ex_probe_round(x, x->epoch, n, addrs, ifs, nexts, bytes, err);
-		if (!pr)
-			return -1;
-		char *s = json_dumps(pr, JSON_COMPACT);
-		json_decref(pr);
-		int r = ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_PROBE, s), err);
-		free(s);
-		if (r < 0)
-			return -1;
-		probed_epoch = x->epoch;
-		snprintf(probed_leader, sizeof(probed_leader), "%s", x->leader_uid);
-		int r2 = wait_round(x, jstr(x->assign, "leader_pod"), res, err);
-		if (r2 <= 0)
-			return r2;
-		/* A new round: back to this pod's own object for its new part. */
-	}
-}
-
-void ex_follower_tick(struct ex *x)
-{
-	ex_log(x, EXCHANGE_INFO, "waiting for the gatherer (%s): %s", x->leader_sel,
-	       x->assign ? jstr(x->assign, "state") : "no assignment yet");
-}
-
 /* --- entry --------------------------------------------------------------- */
 
-static bool pod_matches(const json_t *pod, const char *selector)
+bool ex_pod_matches(const json_t *pod, const char *selector)
 {
 	/* The leader selector is a comma list of key=value terms. */
 	char buf[1024];
@@ -477,7 +247,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 			     x->leader_sel);
 		goto out;
 	}
-	x->leader = pod_matches(x->pod, x->leader_sel);
+	x->leader = ex_pod_matches(x->pod, x->leader_sel);
 
 	const char *node = json_string_value(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)
@@ -494,7 +264,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	       x->leader ? "this pod gathers the job's reports" : "waiting for the gatherer");
 
 	res->leader = x->leader;
-	ret = x->leader ? ex_gather(x, res, err) : follow(x, res, err);
+	ret = x->leader ? ex_gather(x, res, err) : ex_follow(x, res, err);
 	if (ret == 0)
 		snprintf(res->probe_detail, sizeof(res->probe_detail), "ring probe passed");
 out:
@@ -517,6 +287,7 @@ out:
 	k8s_client_free(x->k);
 	json_decref(x->pod);
 	json_decref(x->assign);
+	json_decref(x->round);
 	ex_gather_free(x);
 	free(x);
 	free(sel);

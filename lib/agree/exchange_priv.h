@@ -28,7 +28,11 @@ struct ex {
 	json_t *assign;
 	char leader_uid[AGREE_UID_MAX];
 	int epoch;
-	char round_state; /* waiting on the gatherer: 'f' final, 'x' failed, 'n' new round */
+	int probed_epoch; /* the round this pod has probed for */
+	char probed_leader[AGREE_UID_MAX];
+	json_t *round;    /* the gatherer pod's round annotation, as last seen */
+	char round_uid[AGREE_UID_MAX]; /* ... and that pod's uid */
+	bool done;        /* the round this pod probed is final */
 	struct probe_server *servers[EX_SERVERS_MAX];
 	size_t n_servers;
 	/* gatherer */
@@ -49,7 +53,10 @@ json_t *ex_probe_round(struct ex *x, int epoch, size_t n, const char *const *add
 		       const char *const *ifnames, const char *const *next_addrs, long bytes,
 		       np_error *err);
 void ex_probe_servers_stop(struct ex *x);
-void ex_follower_tick(struct ex *x);
+/* The gatherer's labels (key=value terms) match this pod. */
+bool ex_pod_matches(const json_t *pod, const char *selector);
+
+int ex_follow(struct ex *x, struct exchange_result *res, np_error *err);
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err);
 void ex_gather_free(struct ex *x);
