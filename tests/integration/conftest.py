@@ -56,3 +56,14 @@ def out_dir(tmp_path):
     d = tmp_path / "out"
     d.mkdir()
     return d
+
+
+@pytest.fixture
+def node(netns):
+    """A namespace with one usable interface (eth1, 10.77.0.1/24, a veth to
+    a peer namespace): a node that nicpick can always decide on, whatever
+    the machine running the tests has."""
+    n = netns.new("node")
+    peer = netns.new("switch")
+    netns_mod.veth(n, "eth1", peer, "sw0", cidr_a="10.77.0.1/24", cidr_b="10.77.0.254/24")
+    return n

@@ -98,7 +98,7 @@ def test_indexed_job_lets_nicpick_find_the_gatherer():
 
 
 @pytest.mark.parametrize("where,pod", list(init_containers()))
-def test_manifests_run_nicpick_with_arguments_it_accepts(where, pod, nicpick_bin, tmp_path):
+def test_manifests_run_nicpick_with_arguments_it_accepts(where, pod, nicpick_bin, node, tmp_path):
     (init,) = [c for c in pod["initContainers"] if c["name"] == "nicpick"]
     env_names = {e["name"] for e in init["env"]}
     assert {"POD_NAME", "POD_NAMESPACE", "NICPICK_EXPECT"} <= env_names
@@ -109,10 +109,9 @@ def test_manifests_run_nicpick_with_arguments_it_accepts(where, pod, nicpick_bin
     # Same arguments, pointed at nothing: the parser must accept them and
     # fail later, on the missing API server (exit 5), not on usage (2).
     args = [a if a != out else str(tmp_path) for a in init["args"]]
-    r = subprocess.run([nicpick_bin] + args + [
+    r = node.exec([nicpick_bin] + args + [
         "--api-server", "https://127.0.0.1:9", "--ca-file", "/dev/null",
         "--token-file", "/dev/null", "--namespace", "ns", "--pod-name", "p",
-        "--timeout", "2"], capture_output=True, text=True, timeout=30,
-        env={"PATH": os.environ.get("PATH", ""), "NICPICK_EXPECT": "4"})
+        "--timeout", "2", "--expect", "4"], timeout=30)
     assert r.returncode == 5, r.stderr
     assert os.listdir(tmp_path) == []

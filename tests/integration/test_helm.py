@@ -60,7 +60,7 @@ def test_chart_values_switch_what_they_say(helm):
     assert docs[("RoleBinding", "demo-nicpick")]["subjects"][0]["name"] == "trainer"
 
 
-def test_chart_job_runs_nicpick_with_arguments_it_accepts(helm, nicpick_bin, tmp_path):
+def test_chart_job_runs_nicpick_with_arguments_it_accepts(helm, nicpick_bin, node, tmp_path):
     docs = render(helm, "job.enabled=true", "job.pods=8", "job.extraArgs={--log-interval,2}")
     job = docs[("Job", "train")]
     assert job["spec"]["completionMode"] == "Indexed"
@@ -73,9 +73,8 @@ def test_chart_job_runs_nicpick_with_arguments_it_accepts(helm, nicpick_bin, tmp
     args = [a if a != "/nicpick" else str(tmp_path) for a in init["args"]]
     assert args[-2:] == ["--log-interval", "2"]
     # Accepted by the parser: it fails later, on the missing API server (5).
-    r = subprocess.run([nicpick_bin] + args + [
+    r = node.exec([nicpick_bin] + args + [
         "--api-server", "https://127.0.0.1:9", "--ca-file", "/dev/null", "--token-file",
-        "/dev/null", "--namespace", "ml", "--pod-name", "train-0", "--timeout", "2"],
-        capture_output=True, text=True, timeout=30, env={"PATH": os.environ.get("PATH", "")})
+        "/dev/null", "--namespace", "ml", "--pod-name", "train-0", "--timeout", "2"], timeout=30)
     assert r.returncode == 5, r.stderr
     assert os.listdir(tmp_path) == []

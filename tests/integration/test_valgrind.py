@@ -53,3 +53,36 @@ def test_snapshot_replay_is_valgrind_clean(nicpick_bin, tmp_path):
                        capture_output=True, text=True, timeout=60, check=True)
     snap.write_text(r.stdout)
     valgrind(nicpick_bin, "select", "--out-dir", str(tmp_path / "out"), "--snapshot", str(snap))
+
+
+def test_agreement_of_a_one_pod_job_is_valgrind_clean(nicpick_bin, tmp_path):
+    """The whole --peers k8s path (config, client, watch, decision, probe,
+    outputs, Event) against the test API server, under valgrind."""
+    import sys
+    # The test API server listens on this namespace's loopback, so nicpick
+    # runs here too and needs a usable interface of this machine.
+    probe = subprocess.run([nicpick_bin, "select", "--peers", "none", "--out-dir",
+                            str(tmp_path / "pre")], capture_output=True, text=True, timeout=60)
+    if probe.returncode == 3:
+        pytest.skip("this machine has no usable interface for the one-pod job: "
+                    + probe.stderr.strip().splitlines()[-1])
+    sys.path.insert(0, os.path.join(ROOT, "tests", "apiserver"))
+    from kubeapi import Server
+    srv = Server(state_dir=str(tmp_path / "api")).start()
+    try:
+        srv.create_pod("default", {
+            "metadata": {"name": "job-0", "labels": {
+                "batch.kubernetes.io/job-name": "job",
+                "batch.kubernetes.io/job-completion-index": "0"}},
+            "spec": {"nodeName": "n0", "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": "Running"}})
+        out = tmp_path / "out"
+        valgrind(nicpick_bin, "select", "--peers", "k8s", "--out-dir", str(out),
+                 "--api-server", srv.url, "--ca-file", srv.ca_path,
+                 "--token-file", str(tmp_path / "api" / "token"), "--namespace", "default",
+                 "--pod-name", "job-0", "--expect", "1", "--timeout", "60")
+        assert (out / "nccl.env").exists()
+        pod = srv.get_object("default", "job-0")
+        assert "nicpick.io/result" in pod["metadata"]["annotations"]
+    finally:
+        srv.stop()
