@@ -283,6 +283,25 @@ static int connect_once(const struct sockaddr_storage *ss, socklen_t len, int64_
 	return 0;
 }
 
+/* One exchange on a connected socket; 0 with res filled, or -errno. */
+static int exchange(int fd, const char *self_addr, long throughput_bytes, int64_t deadline_ms,
+		    char *line, size_t line_len, int64_t *t0)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	char hello[160];
+	snprintf(hello, sizeof(hello), PROBE_MAGIC "%s %ld\n", self_addr, throughput_bytes);
+	*t0 = np_now_ms();
+	int r = write_all(fd, hello, strlen(hello), deadline_ms);
+	static const char zeros[65536];
+	for (long left = throughput_bytes; r == 0 && left > 0;) {
+		size_t chunk = (size_t)left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
+		r = write_all(fd, zeros, chunk, deadline_ms);
+		left -= (long)chunk;
+	}
+	return r == 0 ? read_line(fd, line, line_len, deadline_ms) : r;
+}
+
 int probe_peer(const char *self_addr, const char *peer_addr, int port, int64_t deadline_ms,
 	       long throughput_bytes, struct probe_result *res, np_error *err)
 {
@@ -292,42 +311,36 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, int64_t d
 	if (parse_sockaddr(peer_addr, port, &ss, &len) < 0)
 		return np_error_set(err, NP_EINTERNAL, 0, "probe: invalid peer address '%s'", peer_addr);
 
-	/* The peer may not be listening yet: retry until the deadline. */
-	cleanup_close int fd = -1;
+	/* The peer may not be listening yet, or may be moving its listener from
+	 * one round to the next (a connection it accepted is then reset): try
+	 * again until the deadline.  Only a silent or wrong answer is final. */
+	char line[PROBE_ADDR_MAX + 16];
+	int64_t start = np_now_ms(), t0 = start;
 	int last = 0;
-	int64_t start = np_now_ms();
-	for (int attempt = 0; fd < 0; attempt++) {
+	bool exchanged = false;
+	for (int attempt = 0;; attempt++) {
+		int fd = -1;
 		int64_t slice = np_now_ms() + 2000;
 		last = connect_once(&ss, len, slice < deadline_ms ? slice : deadline_ms, &fd);
-		if (last == 0)
-			break;
-		if (np_left_ms(deadline_ms) < 100) {
-			snprintf(res->detail, sizeof(res->detail), "cannot connect to %s port %d: %s",
-				 peer_addr, port, strerror(-last));
-			return 0;
+		if (last == 0) {
+			res->connected = true;
+			last = exchange(fd, self_addr, throughput_bytes, deadline_ms, line, sizeof(line), &t0);
+			close(fd);
+			exchanged = last == 0;
+			if (exchanged || last == -ETIMEDOUT)
+				break;
 		}
+		if (np_left_ms(deadline_ms) < 100)
+			break;
 		usleep((useconds_t)(attempt < 5 ? 50000 << attempt : 1000000));
 	}
-	res->connected = true;
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-
-	char hello[160];
-	snprintf(hello, sizeof(hello), PROBE_MAGIC "%s %ld\n", self_addr, throughput_bytes);
-	int64_t t0 = np_now_ms();
-	int r = write_all(fd, hello, strlen(hello), deadline_ms);
-	static const char zeros[65536];
-	for (long left = throughput_bytes; r == 0 && left > 0;) {
-		size_t chunk = (size_t)left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
-		r = write_all(fd, zeros, chunk, deadline_ms);
-		left -= (long)chunk;
-	}
-	char line[PROBE_ADDR_MAX + 16];
-	if (r == 0)
-		r = read_line(fd, line, sizeof(line), deadline_ms);
-	if (r < 0) {
-		snprintf(res->detail, sizeof(res->detail), "probe exchange with %s failed: %s", peer_addr,
-			 r == -ETIMEDOUT ? "deadline reached" : strerror(-r));
+	if (!exchanged) {
+		if (!res->connected)
+			snprintf(res->detail, sizeof(res->detail), "cannot connect to %s port %d: %s",
+				 peer_addr, port, strerror(-last));
+		else
+			snprintf(res->detail, sizeof(res->detail), "probe exchange with %s failed: %s",
+				 peer_addr, last == -ETIMEDOUT ? "deadline reached" : strerror(-last));
 		return 0;
 	}
 	int64_t t1 = np_now_ms();

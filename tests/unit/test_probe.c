@@ -3,7 +3,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -99,6 +104,51 @@ static void server_refuses_an_address_it_cannot_bind(void **state)
 	assert_non_null(strstr(err.msg, "cannot listen on 192.0.2.1"));
 }
 
+struct flaky {
+	int listen_fd;
+	int port;
+	struct probe_server *real;
+};
+
+/* A listener that resets its first connection, then gives way to a real
+ * probe server on the same port: a peer moving between rounds. */
+static void *flaky_peer(void *arg)
+{
+	struct flaky *f = arg;
+	int c = accept(f->listen_fd, NULL, NULL);
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(c); /* RST */
+	close(f->listen_fd);
+	usleep(100000);
+	np_error err = { 0 };
+	probe_server_start("127.0.0.1", f->port, &f->real, &err);
+	return NULL;
+}
+
+static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
+{
+	struct flaky f = { .listen_fd = socket(AF_INET, SOCK_STREAM, 0) };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int one = 1;
+	setsockopt(f.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(f.listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(f.listen_fd, 4), 0);
+	getsockname(f.listen_fd, (struct sockaddr *)&sa, &len);
+	f.port = ntohs(sa.sin_port);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, flaky_peer, &f), 0);
+	np_error err = { 0 };
+	struct probe_result res;
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", f.port, np_now_ms() + 5000, 0, &res, &err), 0);
+	pthread_join(t, NULL);
+	assert_true(res.source_ok);
+	assert_string_equal(res.detail, "");
+	assert_non_null(f.real);
+	probe_server_stop(f.real);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -108,6 +158,7 @@ int main(void)
 		cmocka_unit_test(probe_measures_throughput_when_asked),
 		cmocka_unit_test(route_to_loopback_leaves_through_lo),
 		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
+		cmocka_unit_test(probe_retries_a_peer_that_resets_while_it_moves),
 	};
 	return cmocka_run_group_tests_name("probe", tests, NULL, NULL);
 }
