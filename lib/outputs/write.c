@@ -88,7 +88,7 @@ static void remove_temp(struct out_file *f)
 	f->tmp[0] = '\0';
 }
 
-/* Write f->data to DIR/.NAME.XXXXXX, mode 0644, fsync'ed and closed. */
+/* Write f->data to a mkstemp temporary DIR/.NAME.*, mode 0644, fsync'ed and closed. */
 static int write_temp(const char *dir, struct out_file *f, np_error *err)
 {
 	char base[NAME_MAX];
