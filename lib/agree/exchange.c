@@ -194,6 +194,33 @@ bool ex_pod_matches(const json_t *pod, const char *selector)
 	return true;
 }
 
+/* Give each candidate the gateway its interface reaches, a default route's
+ * first: pods in different subnets can only agree on a routed fabric, and
+ * only through candidates that have one. */
+static int add_gateways(struct agree_report *r, const struct nic_list *nics, np_error *err)
+{
+	struct probe_gateway *gw = NULL;
+	size_t n = 0;
+	if (probe_route_gateways(&gw, &n, err) < 0)
+		return -1;
+	for (size_t i = 0; i < r->n; i++) {
+		struct agree_cand *c = &r->c[i];
+		const struct nic *nc = nic_list_find_name(nics, c->ifname);
+		const struct probe_gateway *best = NULL;
+		for (size_t k = 0; nc && k < n; k++)
+			if (gw[k].ifindex == nc->ifindex && gw[k].family == c->family &&
+			    (!best || gw[k].dst_len < best->dst_len))
+				best = &gw[k];
+		if (!best)
+			continue;
+		c->has_gw = true;
+		memcpy(c->gw, best->addr, sizeof(c->gw));
+		inet_ntop(c->family, c->gw, c->gw_text, sizeof(c->gw_text));
+	}
+	free(gw);
+	return 0;
+}
+
 /* Every key the selector names is a label of this pod (values may differ). */
 static bool labels_present(const json_t *pod, const char *selector)
 {
@@ -251,6 +278,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 
 	const char *node = json_string_value(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)
+		goto out;
+	if (o->local_routes && add_gateways(&x->mine, nics, err) < 0)
 		goto out;
 	if (agree_report_to_json(&x->mine, &report, err) < 0)
 		goto out;

@@ -43,6 +43,9 @@ struct exchange_opts {
 	long probe_throughput_bytes; /* > 0: measure to rank tied networks */
 	struct agree_options agree;  /* --family / --cidr */
 	int log_interval_ms;         /* progress lines while waiting */
+	bool local_routes;           /* the interfaces are this node's: report the
+				      * gateways of its routing table (a routed
+				      * fabric needs them) */
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
 	void *log_ud;
 };

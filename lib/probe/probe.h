@@ -44,4 +44,16 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, int64_t d
 /* The interface the kernel routes peer_addr through (RTM_GETROUTE). */
 int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err);
 
+/* A gateway of the main routing table and the device it is reached through. */
+struct probe_gateway {
+	int ifindex;
+	int family;
+	unsigned char addr[16];
+	int dst_len; /* 0 for a default route */
+};
+
+/* Every route with a gateway in the main table, both families.  *out is
+ * malloc'd (NULL when there is none). */
+int probe_route_gateways(struct probe_gateway **out, size_t *n, np_error *err);
+
 #endif

@@ -7,6 +7,7 @@
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "probe/probe.h"
@@ -63,5 +64,68 @@ int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *e
 		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: no output device",
 				    peer_addr);
 	snprintf(ifname, len, "%s", name);
+	return 0;
+}
+
+struct gw_dump {
+	struct probe_gateway *v;
+	size_t n, cap;
+	bool nomem;
+};
+
+static int on_gateway_route(struct nl_msg *msg, void *arg)
+{
+	struct gw_dump *d = arg;
+	struct nlattr *tb[RTA_MAX + 1];
+	struct nlmsghdr *h = nlmsg_hdr(msg);
+	struct rtmsg *rtm = nlmsg_data(h);
+	if (h->nlmsg_type != RTM_NEWROUTE || nlmsg_parse(h, sizeof(*rtm), tb, RTA_MAX, NULL) < 0)
+		return NL_SKIP;
+	unsigned table = tb[RTA_TABLE] ? nla_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
+	size_t alen = rtm->rtm_family == AF_INET ? 4 : rtm->rtm_family == AF_INET6 ? 16 : 0;
+	if (table != RT_TABLE_MAIN || !alen || !tb[RTA_GATEWAY] || !tb[RTA_OIF] ||
+	    (size_t)nla_len(tb[RTA_GATEWAY]) != alen)
+		return NL_SKIP;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 16;
+		struct probe_gateway *v = realloc(d->v, cap * sizeof(*v));
+		if (!v) {
+			d->nomem = true;
+			return NL_STOP;
+		}
+		d->v = v;
+		d->cap = cap;
+	}
+	struct probe_gateway *g = &d->v[d->n++];
+	memset(g, 0, sizeof(*g));
+	g->ifindex = (int)nla_get_u32(tb[RTA_OIF]);
+	g->family = rtm->rtm_family;
+	g->dst_len = rtm->rtm_dst_len;
+	memcpy(g->addr, nla_data(tb[RTA_GATEWAY]), alen);
+	return NL_OK;
+}
+
+int probe_route_gateways(struct probe_gateway **out, size_t *n, np_error *err)
+{
+	struct gw_dump d = { 0 };
+	struct rtmsg rtm = { .rtm_family = AF_UNSPEC };
+	struct nl_sock *sk = nl_socket_alloc();
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP);
+	int r = -NLE_NOMEM;
+	if (sk && msg && (r = nl_connect(sk, NETLINK_ROUTE)) == 0 &&
+	    (r = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO)) == 0 &&
+	    (r = nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, on_gateway_route, &d)) == 0 &&
+	    (r = nl_send_auto(sk, msg)) >= 0)
+		r = nl_recvmsgs_default(sk);
+	nlmsg_free(msg);
+	nl_socket_free(sk);
+	if (d.nomem)
+		r = -NLE_NOMEM;
+	if (r < 0) {
+		free(d.v);
+		return np_error_set(err, NP_EINTERNAL, 0, "route dump: %s", nl_geterror(r));
+	}
+	*out = d.v;
+	*n = d.n;
 	return 0;
 }

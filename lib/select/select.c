@@ -147,6 +147,7 @@ static int agree(const struct select_opts *o, struct select_result *r, np_error 
 	}
 	struct exchange_opts xo = o->ex;
 	xo.k8s = &cfg;
+	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
 	int ret = exchange_run(&xo, &r->nics, &r->ranking, &r->ex, err);
 	r->agreed = ret == 0;
 	if (ret < 0 && r->ex.pod) {

@@ -276,3 +276,29 @@ def test_no_common_network_exits_4_with_a_per_pod_table(make_cluster):
         assert "error:" in p.stderr_text, p.describe()
     evs = [e for e in c.events() if e.get("reason") == "NetworkSelectionFailed"]
     assert len(evs) == 4, evs
+
+
+def test_nodes_in_different_subnets_agree_on_a_routed_fabric(make_cluster):
+    """A routed fabric: every node's data NIC sits in a subnet of its own
+    (10.50.i.0/24) behind a router; no subnet is common once management is
+    excluded.  The pods agree on the routed rail through the gateways they
+    report, and the probe crosses the router."""
+    c = make_cluster(n_nodes=3, fast=[False] * 3)
+    router = c.factory.new("router")
+    router.exec(["sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
+    for i, node in enumerate(c.nodes):
+        C.netns_mod.veth(node.ns, "rt0", router, f"r{i}", f"10.50.{i}.2/24", f"10.50.{i}.1/24")
+        node.ns.ip("route", "add", "10.50.0.0/16", "via", f"10.50.{i}.1")
+    run_job(c, "--expect", "3", "--log-interval", "2", "--exclude", "=eth0", "--timeout", "40")
+    assert_all_exit(c, 0)
+    for i, p in enumerate(c.pods):
+        dec = C.decision_of(p)
+        assert dec["choice"]["interface"] == "rt0", (p.name, dec["choice"])
+        assert dec["choice"]["address"] == f"10.50.{i}.2", (p.name, dec["choice"])
+        assert dec["agreement"]["network"] == "routed", (p.name, dec["agreement"])
+        # Its ring neighbour sits in another subnet: the probe went through
+        # the router and saw this pod's own address.
+        nxt = dec["agreement"]["probed_address"]
+        assert nxt.startswith("10.50.") and not nxt.startswith(f"10.50.{i}."), dec["agreement"]
+    d = C.decision_of(gatherer(c))["agreement"]["decision"]
+    assert d["routed"] is True, d
