@@ -139,6 +139,15 @@ static int probe_now(struct ex *x, const char *state, np_error *err)
 	return r;
 }
 
+/* The gatherer's pod says the round this pod was handed is in `state`. */
+static bool round_is(struct ex *x, const char *state)
+{
+	const char *leader = json_string_value(json_object_get(x->round, "leader"));
+	int epoch = (int)json_integer_value(json_object_get(x->round, "epoch"));
+	return leader && strcmp(leader, x->leader_uid) == 0 && strcmp(x->round_uid, x->leader_uid) == 0 &&
+	       epoch == x->epoch && strcmp(jstr(x->round, "state"), state) == 0;
+}
+
 /* Act on what is known now; returns 1 to end the watch. */
 static int step(struct ex *x)
 {
@@ -152,6 +161,13 @@ static int step(struct ex *x)
 		return 1;
 	}
 	bool probed = x->probed_epoch == x->epoch && strcmp(x->probed_leader, x->leader_uid) == 0;
+	/* A container restarted after its round ended (same pod, same part)
+	 * takes the result as it stands: its neighbours have finished and
+	 * stopped listening. */
+	if (!probed && round_is(x, "final") && strcmp(state, "probe") == 0) {
+		x->done = true;
+		return 1;
+	}
 	if (!probed && (strcmp(state, "probe") == 0 || strcmp(state, "measure") == 0)) {
 		if (probe_now(x, state, &e) < 0) {
 			fail(x, &e);
@@ -161,18 +177,14 @@ static int step(struct ex *x)
 	}
 	/* The round ends on the gatherer's pod, for the incarnation that
 	 * handed out this part. */
-	const char *leader = json_string_value(json_object_get(x->round, "leader"));
-	int epoch = (int)json_integer_value(json_object_get(x->round, "epoch"));
-	if (!probed || !leader || strcmp(leader, x->leader_uid) != 0 ||
-	    strcmp(x->round_uid, x->leader_uid) != 0 || epoch != x->epoch)
+	if (!probed)
 		return 0;
-	const char *rstate = jstr(x->round, "state");
-	if (strcmp(rstate, "failed") == 0) {
+	if (round_is(x, "failed")) {
 		np_error_set(&e, NP_ENOCOMMON, 0, "%s", jstr(x->round, "reason"));
 		fail(x, &e);
 		return 1;
 	}
-	if (strcmp(rstate, "final") != 0)
+	if (!round_is(x, "final"))
 		return 0;
 	x->done = true;
 	return 1;

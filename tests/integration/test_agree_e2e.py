@@ -302,3 +302,19 @@ def test_nodes_in_different_subnets_agree_on_a_routed_fabric(make_cluster):
         assert nxt.startswith("10.50.") and not nxt.startswith(f"10.50.{i}."), dec["agreement"]
     d = C.decision_of(gatherer(c))["agreement"]["decision"]
     assert d["routed"] is True, d
+
+
+def test_a_container_restarted_after_the_round_ended_takes_the_same_result_at_once(make_cluster):
+    """An init container that runs again in the same pod (same uid) after the
+    job agreed: its neighbours have stopped listening, so it must not probe
+    them for the whole probe window; the ended round is its answer."""
+    c = make_cluster()
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    p = c.pods[2]
+    first = C.decision_of(p)["choice"]
+    p.start(*COMMON, "--timeout", "40")
+    assert p.wait() == 0, p.describe()
+    assert p.elapsed < 5, (p.elapsed, p.describe())
+    again = C.decision_of(p)["choice"]
+    assert (again["interface"], again["address"]) == (first["interface"], first["address"])
