@@ -1,0 +1,75 @@
+#!/bin/bash
+# On the GPU machine (two GPUs, see ../shared/DEVICE.md): two network
+# namespaces stand in for two nodes, each with a decoy cni0 bridge at the
+# same address (10.244.0.1) and one real link between them.  nicpick decides
+# in each namespace; then a torch all-reduce runs once with nicpick's
+# nccl.conf (NCCL_CONF_FILE) and once with NCCL's default choice.  Prints
+# what NCCL used and the all-reduce time; logs go to $OUT.
+#
+#   NICPICK=path/to/nicpick IP=path/to/ip PYTHON=python3 OUT=dir tests/gpu/decoy_allreduce.sh
+set -u
+: "${NICPICK:?}" "${IP:?}" "${PYTHON:?}" "${OUT:?}"
+ip() { "$IP" "$@"; }
+A=npa-$$ B=npb-$$
+cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; }
+trap cleanup EXIT
+ip netns add "$A" && ip netns add "$B" || exit 1
+ip link add va netns "$A" type veth peer name vb netns "$B"
+ip -n "$A" addr add 10.9.0.1/24 dev va; ip -n "$B" addr add 10.9.0.2/24 dev vb
+for ns in "$A" "$B"; do
+	ip -n "$ns" link set lo up
+	ip -n "$ns" link add cni0 type bridge
+	ip -n "$ns" addr add 10.244.0.1/24 dev cni0
+	ip -n "$ns" link add vc0 type veth peer name vc1
+	ip -n "$ns" link set vc0 master cni0
+	for l in cni0 vc0 vc1; do ip -n "$ns" link set "$l" up; done
+done
+ip -n "$A" link set va up; ip -n "$B" link set vb up
+sleep 2
+
+for ns in "$A" "$B"; do
+	ip netns exec "$ns" "$NICPICK" select --peers none --smoke off --out-dir "$OUT/$ns" \
+		>"$OUT/$ns.select.log" 2>&1
+	echo "nicpick in $ns: exit $? -> $(grep NCCL_SOCKET_IFNAME "$OUT/$ns/nccl.conf" 2>/dev/null)"
+done
+
+cat >"$OUT/allreduce.py" <<'PY'
+import os, sys, time, torch, torch.distributed as dist
+rank = int(os.environ["RANK"])
+torch.cuda.set_device(0)
+dist.init_process_group("nccl", init_method="tcp://10.9.0.1:29511", rank=rank, world_size=2)
+n = 16 << 20  # 64 MiB of float32
+x = torch.full((n,), float(rank + 1), device="cuda")
+dist.all_reduce(x); torch.cuda.synchronize()
+ok = bool((x == 3.0).all())
+x.fill_(rank + 1)
+t = time.time()
+for _ in range(10):
+    dist.all_reduce(x)
+torch.cuda.synchronize()
+dt = (time.time() - t) / 10
+busbw = 4 * n / dt * 2 * (2 - 1) / 2 / 1e9
+if rank == 0:
+    print(f"sums {'exact' if ok else 'WRONG'}; 64 MiB all-reduce {dt*1e3:.1f} ms, busbw {busbw:.2f} GB/s", flush=True)
+dist.destroy_process_group()
+PY
+
+run() { # label: "nicpick" (each rank with its node's nccl.conf) or "default"
+	local label=$1
+	for r in 0 1; do
+		ns=$([ $r = 0 ] && echo "$A" || echo "$B")
+		conf=NICPICK_UNUSED=1
+		[ "$label" = nicpick ] && conf="NCCL_CONF_FILE=$OUT/$ns/nccl.conf"
+		ip netns exec "$ns" env CUDA_VISIBLE_DEVICES=$r NCCL_HOSTID=node$r RANK=$r \
+			NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 \
+			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$conf" \
+			timeout 90 "$PYTHON" "$OUT/allreduce.py" >"$OUT/$label.rank$r.log" 2>&1 &
+	done
+	wait
+	echo "== $label"
+	grep -h "NET/Socket : Using\|Bootstrap : Using\|Connection refused" "$OUT/$label".rank*.log |
+		sed 's/^[^A-Z]*\(NCCL INFO \)\?//' | sort | uniq -c | head -5
+	grep -h "all-reduce" "$OUT/$label.rank0.log" || echo "  no result within 90 s (see $label.rank*.log)"
+}
+run nicpick
+run default
