@@ -322,6 +322,7 @@ static int parse(int argc, char **argv, bool is_select, struct cli *cli)
 struct outbuf {
 	size_t len;
 	bool failed;
+	int error; /* errno of the failed write */
 	char data[1 << 16];
 };
 
@@ -329,8 +330,10 @@ static void out_flush(struct outbuf *b)
 {
 	for (size_t off = 0; off < b->len && !b->failed;) {
 		ssize_t w = write(STDOUT_FILENO, b->data + off, b->len - off);
-		if (w < 0 && errno != EINTR)
+		if (w < 0 && errno != EINTR) {
 			b->failed = true;
+			b->error = errno;
+		}
 		else if (w > 0)
 			off += (size_t)w;
 	}
@@ -380,7 +383,7 @@ static int cmd_discover(int argc, char **argv)
 		out_flush(&out);
 		if (out.failed) {
 			fprintf(stderr, "nicpick: error: cannot write to standard output: %s\n",
-				strerror(errno));
+				strerror(out.error));
 			rc = NP_EINTERNAL;
 		}
 	} else {
