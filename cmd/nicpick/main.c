@@ -323,6 +323,7 @@ struct outbuf {
 	size_t len;
 	bool failed;
 	int error; /* errno of the failed write */
+	size_t items; /* array elements written so far */
 	char data[1 << 16];
 };
 
@@ -359,6 +360,17 @@ static int write_out(const char *buf, size_t len, void *ud)
 	return b->failed ? -1 : 0;
 }
 
+static int write_item(json_t *obj, void *ud)
+{
+	struct outbuf *b = ud;
+	int r = (b->items++ ? write_out(",", 1, b) : 0) == 0 &&
+				json_dump_callback(obj, write_out, b, JSON_COMPACT | JSON_PRESERVE_ORDER) == 0
+			? 0
+			: -1;
+	np_json_arena_reset(); /* obj and all it holds are gone */
+	return r;
+}
+
 static int cmd_discover(int argc, char **argv)
 {
 	struct cli cli;
@@ -372,14 +384,18 @@ static int cmd_discover(int argc, char **argv)
 		return fail(&err);
 	}
 	if (cli.json) {
+		/* Streamed: one interface's object at a time, in an arena that
+		 * is rewound after each, so a thousand interfaces touch the
+		 * memory of one.  The bytes are those of the whole array
+		 * dumped compactly. */
 		static struct outbuf out;
 		np_json_arena_begin();
-		json_t *j = select_discover_json(&r.nics, &r.ranking);
-		rc = j && json_dump_callback(j, write_out, &out, JSON_COMPACT | JSON_PRESERVE_ORDER) == 0 &&
-				     write_out("\n", 1, &out) == 0
+		rc = write_out("[", 1, &out) == 0 &&
+				     select_discover_each(&r.nics, &r.ranking, write_item, &out) == 0 &&
+				     write_out("]\n", 2, &out) == 0
 			     ? 0
 			     : NP_EINTERNAL;
-		np_json_arena_end(); /* drops j whole, without walking it */
+		np_json_arena_end();
 		out_flush(&out);
 		if (out.failed) {
 			fprintf(stderr, "nicpick: error: cannot write to standard output: %s\n",

@@ -135,6 +135,11 @@ void nic_compute_effective_speed(struct nic_list *l);
  * JSON is an array of objects, one per interface; see snapshot.c. */
 #include <jansson.h>
 json_t *nic_list_to_json(const struct nic_list *l);
+/* The same objects one at a time, for a writer that streams them: fn gets
+ * each interface's object (its reference to keep or drop) and returns
+ * non-zero to stop, which is then returned. */
+int nic_list_each_json(const struct nic_list *l, int (*fn)(size_t i, json_t *obj, void *ud),
+		       void *ud);
 /* One interface without its list: "master"/"link" are null (the
  * *_ifindex keys still carry them) and "lower" holds ifindexes, not names.
  * To add per-interface keys, prefer nic_list_to_json and

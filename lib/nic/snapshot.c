@@ -163,6 +163,21 @@ json_t *nic_list_to_json(const struct nic_list *l)
 	return a;
 }
 
+int nic_list_each_json(const struct nic_list *l, int (*fn)(size_t i, json_t *obj, void *ud),
+		       void *ud)
+{
+	struct nicp_index ix;
+	if (nicp_index_build(&ix, l, NULL) < 0)
+		return -1;
+	int r = 0;
+	for (size_t i = 0; i < l->n && r == 0; i++) {
+		json_t *o = nic_json(l, &ix, &l->v[i]);
+		r = o ? fn(i, o, ud) : -1;
+	}
+	nicp_index_free(&ix);
+	return r;
+}
+
 /* ---- reading ---- */
 
 struct rd {

@@ -83,6 +83,28 @@ json_t *select_discover_json(const struct nic_list *l, const struct policy_ranki
 	return arr;
 }
 
+struct each_ctx {
+	const struct nic_list *l;
+	const struct policy_ranking *rk;
+	int (*fn)(json_t *obj, void *ud);
+	void *ud;
+};
+
+static int each_one(size_t i, json_t *obj, void *ud)
+{
+	struct each_ctx *c = ud;
+	if (c->rk && i < c->rk->n)
+		policy_verdict_to_json(&c->rk->v[i], &c->l->v[i], obj);
+	return c->fn(obj, c->ud);
+}
+
+int select_discover_each(const struct nic_list *l, const struct policy_ranking *rk,
+			 int (*fn)(json_t *obj, void *ud), void *ud)
+{
+	struct each_ctx c = { .l = l, .rk = rk, .fn = fn, .ud = ud };
+	return nic_list_each_json(l, each_one, &c);
+}
+
 static json_t *env_to_json(const struct outputs_env *env)
 {
 	json_t *o = json_object();

@@ -41,6 +41,9 @@ void select_result_free(struct select_result *r);
 
 /* `discover --json`: every interface with its verdict. */
 json_t *select_discover_json(const struct nic_list *l, const struct policy_ranking *rk);
+/* The same, one interface at a time (fn gets each object and drops it). */
+int select_discover_each(const struct nic_list *l, const struct policy_ranking *rk,
+			 int (*fn)(json_t *obj, void *ud), void *ud);
 /* The human table: one row per interface with its verdict (malloc'd). */
 char *select_render_table(const struct nic_list *l, const struct policy_ranking *rk);
 

@@ -52,3 +52,15 @@ void np_json_arena_end(void)
 		head = next;
 	}
 }
+
+void np_json_arena_reset(void)
+{
+	/* Keep the newest chunk (the largest in use), free the rest. */
+	while (head && head->next) {
+		struct chunk *next = head->next;
+		head->next = next->next;
+		free(next);
+	}
+	if (head)
+		head->used = 0;
+}

@@ -11,5 +11,8 @@
  * nothing jansson allocated in between may be used after the end. */
 void np_json_arena_begin(void);
 void np_json_arena_end(void);
+/* Drop everything allocated since np_json_arena_begin() and start over in
+ * the same memory: a stream of documents then touches no new page. */
+void np_json_arena_reset(void);
 
 #endif
