@@ -528,9 +528,18 @@ class Event:
 
 
 class Watcher:
-    def __init__(self, res, ns, name):
+    def __init__(self, res, ns, name, match=None):
         self.res, self.ns, self.name = res, ns, name
+        self.match = match   # the watch's selectors; None: every object of res in ns
         self.wake = threading.Event()
+
+    def wants(self, obj, prev):
+        """Whether a change can concern this watch.  Real: the watch cache
+        filters before it dispatches; waking hundreds of watcher threads for
+        every commit would cost more than the requests themselves."""
+        if self.match is None:
+            return True
+        return (obj is not None and self.match(obj)) or (prev is not None and self.match(prev))
 
 
 class Store:
@@ -574,7 +583,8 @@ class Store:
         with self.wlock:
             for w in self.watchers:
                 if w.res is res and (w.ns is None or w.ns == ns) and \
-                        (w.name is None or w.name == name):
+                        (w.name is None or w.name == name) and \
+                        w.wants(obj if typ != "DELETED" else None, prev):
                     w.wake.set()
         return obj
 
@@ -1752,15 +1762,15 @@ class ApiServer:
         force_expire = self.faults.take(req, ("expire_watch",))
         drops = self.faults.take(req, ("drop_watch",))
         drop = drops[0] if drops else None
-        w = Watcher(res, ns, fsel.exact("metadata.name"))
+        def matches(o):
+            return (ns is None or o["metadata"].get("namespace") == ns) and \
+                lsel.matches(o["metadata"].get("labels")) and fsel.matches(res, o)
+
+        w = Watcher(res, ns, fsel.exact("metadata.name"), matches)
         self.store.add_watcher(w)
         started = time.monotonic()
         deadline = started + timeout
         sent = [0, table]     # events sent, whether Table headers are still due
-
-        def matches(o):
-            return (ns is None or o["metadata"].get("namespace") == ns) and \
-                lsel.matches(o["metadata"].get("labels")) and fsel.matches(res, o)
 
         after = None if not drop or drop.get("after_events") is None else \
             int(drop["after_events"])
