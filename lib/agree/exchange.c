@@ -107,6 +107,28 @@ void ex_probe_servers_stop(struct ex *x)
 	x->n_servers = 0;
 }
 
+/* The addresses this pod probes from in a round, the interfaces they sit
+ * on and the ring neighbour's address on each: one trial in a probe round,
+ * several ("trials") in a throughput round.  Missing values are "". */
+size_t ex_assignment_trials(const json_t *assign, const char **addrs, const char **ifs,
+			    const char **nexts)
+{
+	const json_t *trials = json_object_get(assign, "trials");
+	size_t n = json_is_array(trials) ? json_array_size(trials) : 1;
+	if (n > EX_SERVERS_MAX)
+		n = EX_SERVERS_MAX;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *t = json_is_array(trials) ? json_array_get(trials, i) : assign;
+		const char *a = json_string_value(json_object_get(t, "addr"));
+		const char *f = json_string_value(json_object_get(t, "if"));
+		const char *x = json_string_value(json_object_get(t, "next_addr"));
+		addrs[i] = a ? a : "";
+		ifs[i] = f ? f : "";
+		nexts[i] = x ? x : "";
+	}
+	return n;
+}
+
 /* Listen on each address this pod has in the round, then probe the ring
  * neighbour on each and check the route; the result goes into `out`
  * (a JSON object the caller publishes). */
@@ -176,22 +198,29 @@ fail:
 
 /* --- entry --------------------------------------------------------------- */
 
-bool ex_pod_matches(const json_t *pod, const char *selector)
+/* Walk the key=value terms of a selector against a pod's labels: each key
+ * must be a label, and with `values` carry the term's value. */
+static bool labels_match(const json_t *pod, const char *selector, bool values)
 {
-	/* The leader selector is a comma list of key=value terms. */
 	char buf[1024];
 	snprintf(buf, sizeof(buf), "%s", selector);
 	char *save = NULL;
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(t, '=');
-		if (!eq)
+		if (!eq && values)
 			return false;
-		*eq = '\0';
+		if (eq)
+			*eq = '\0';
 		const char *v = ex_label(pod, t);
-		if (!v || strcmp(v, eq + 1) != 0)
+		if (!v || (values && strcmp(v, eq + 1) != 0))
 			return false;
 	}
 	return true;
+}
+
+bool ex_pod_matches(const json_t *pod, const char *selector)
+{
+	return labels_match(pod, selector, true);
 }
 
 /* Give each candidate the gateway its interface reaches, a default route's
@@ -224,17 +253,7 @@ static int add_gateways(struct agree_report *r, const struct nic_list *nics, np_
 /* Every key the selector names is a label of this pod (values may differ). */
 static bool labels_present(const json_t *pod, const char *selector)
 {
-	char buf[1024];
-	snprintf(buf, sizeof(buf), "%s", selector);
-	char *save = NULL;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(t, '=');
-		if (eq)
-			*eq = '\0';
-		if (!ex_label(pod, t))
-			return false;
-	}
-	return true;
+	return labels_match(pod, selector, false);
 }
 
 int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,

@@ -53,6 +53,8 @@ json_t *ex_probe_round(struct ex *x, int epoch, size_t n, const char *const *add
 		       const char *const *ifnames, const char *const *next_addrs, long bytes,
 		       np_error *err);
 void ex_probe_servers_stop(struct ex *x);
+size_t ex_assignment_trials(const json_t *assign, const char **addrs, const char **ifs,
+			    const char **nexts);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
 

@@ -105,21 +105,7 @@ static void take_assignment(struct ex *x, json_t *pod)
 static int probe_now(struct ex *x, const char *state, np_error *err)
 {
 	const char *addrs[EX_SERVERS_MAX], *ifs[EX_SERVERS_MAX], *nexts[EX_SERVERS_MAX];
-	size_t n = 0;
-	json_t *trials = json_object_get(x->assign, "trials");
-	if (json_is_array(trials)) {
-		for (; n < json_array_size(trials) && n < EX_SERVERS_MAX; n++) {
-			json_t *t = json_array_get(trials, n);
-			addrs[n] = jstr(t, "addr");
-			ifs[n] = jstr(t, "if");
-			nexts[n] = jstr(t, "next_addr");
-		}
-	} else {
-		addrs[0] = jstr(x->assign, "addr");
-		ifs[0] = jstr(x->assign, "if");
-		nexts[0] = jstr(x->assign, "next_addr");
-		n = 1;
-	}
+	size_t n = ex_assignment_trials(x->assign, addrs, ifs, nexts);
 	for (size_t i = 0; i < n; i++)
 		if (check_own(x, ifs[i], addrs[i], err) < 0)
 			return -1;

@@ -132,23 +132,8 @@ static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
 static int own_probe(struct ex *x, long bytes, np_error *err)
 {
 	struct gather *g = x->g;
-	json_t *trials = json_object_get(json_object_get(g->assign_of, x->name), "trials");
-	json_t *one = json_object_get(g->assign_of, x->name);
 	const char *addrs[EX_SERVERS_MAX], *ifs[EX_SERVERS_MAX], *nexts[EX_SERVERS_MAX];
-	size_t n = 0;
-	if (json_is_array(trials)) {
-		for (; n < json_array_size(trials) && n < EX_SERVERS_MAX; n++) {
-			json_t *t = json_array_get(trials, n);
-			addrs[n] = json_string_value(json_object_get(t, "addr"));
-			ifs[n] = json_string_value(json_object_get(t, "if"));
-			nexts[n] = json_string_value(json_object_get(t, "next_addr"));
-		}
-	} else {
-		addrs[0] = json_string_value(json_object_get(one, "addr"));
-		ifs[0] = json_string_value(json_object_get(one, "if"));
-		nexts[0] = json_string_value(json_object_get(one, "next_addr"));
-		n = 1;
-	}
+	size_t n = ex_assignment_trials(json_object_get(g->assign_of, x->name), addrs, ifs, nexts);
 	json_t *pr = ex_probe_round(x, g->epoch, n, addrs, ifs, nexts, bytes, err);
 	if (!pr)
 		return -1;
