@@ -29,12 +29,14 @@ LIB_SRC  := $(sort $(wildcard lib/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CMD_SRC  := $(sort $(wildcard cmd/nicpick/*.c))
 CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/obj/%.o)
+SMOKE_SRC := $(sort $(wildcard cmd/nicpick-smoke/*.c))
+SMOKE_OBJ := $(SMOKE_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps run test unit integration apiserver-test bench clean tools fmt
 
-all: $(BUILD)/nicpick
+all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
 deps:
 	@scripts/install-deps.sh
@@ -49,6 +51,11 @@ $(BUILD)/libnicpick.a: $(LIB_OBJ)
 $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The smoke companion: dynamically linked so that it can dlopen NCCL and
+# the CUDA runtime (lib/smoke/smoke.h says why it is a separate program).
+$(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
@@ -58,7 +65,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libnicpick.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS) -lcmocka \
 	  $(shell pkg-config --libs libcurl)
 
--include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(SMOKE_OBJ:.o=.d)
 
 # `make run`: the main job on this machine — what nicpick finds and what it
 # would write, into build/run-out.

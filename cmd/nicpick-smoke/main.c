@@ -1,0 +1,142 @@
+/* nicpick-smoke: one rank of nicpick's smoke all-reduce.  nicpick runs it
+ * (lib/smoke/spawn.c); it prints one result message on standard output and
+ * nothing else there.
+ *
+ *   nicpick-smoke info [--gpu N]
+ *   nicpick-smoke run --rank R --world N --bytes B --timeout-ms T [--gpu N]
+ *
+ * NCCL_COMM_ID and the NCCL variables come from the environment.
+ * Exit: 0 passed, 6 failed (the message says why), 2 usage. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "smoke/gpu.h"
+#include "util/clock.h"
+
+#define PREFIXES_MAX 32
+
+static int usage(const char *msg)
+{
+	fprintf(stderr, "nicpick-smoke: error: %s (it is run by 'nicpick select' and 'nicpick smoke')\n",
+		msg);
+	return NP_EUSAGE;
+}
+
+static int num(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Exit without running atexit handlers: after an abort, NCCL's and the
+ * CUDA runtime's teardown may wait for what will never come. */
+__attribute__((noreturn)) static void finish(int code)
+{
+	fflush(stdout);
+	_exit(code);
+}
+
+static int emit(struct smoke_result *r, const np_error *err)
+{
+	if (err && err->status) {
+		snprintf(r->error, sizeof(r->error), "%s", err->msg);
+		for (char *p = r->error; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+				*p = '?';
+	}
+	char *json = NULL;
+	np_error jerr = { 0 };
+	if (smoke_result_to_json(r, &json, &jerr) < 0) {
+		fprintf(stderr, "nicpick-smoke: error: %s\n", jerr.msg);
+		return NP_EINTERNAL;
+	}
+	int ok = printf("%s\n", json) > 0 && fflush(stdout) == 0;
+	free(json);
+	if (!ok)
+		return NP_EINTERNAL;
+	return r->ok ? 0 : NP_ESMOKE;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage("expected 'info' or 'run'");
+	bool run = strcmp(argv[1], "run") == 0;
+	if (!run && strcmp(argv[1], "info") != 0)
+		return usage("expected 'info' or 'run'");
+
+	static const struct option opts[] = {
+		{ "rank", required_argument, NULL, 'r' },   { "world", required_argument, NULL, 'w' },
+		{ "bytes", required_argument, NULL, 'b' },  { "gpu", required_argument, NULL, 'g' },
+		{ "timeout-ms", required_argument, NULL, 't' }, { NULL, 0, NULL, 0 },
+	};
+	long long rank = -1, world = 0, bytes = SMOKE_DEFAULT_BYTES, gpu = 0, timeout_ms = 0;
+	int c;
+	opterr = 0;
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		int bad = 0;
+		switch (c) {
+		case 'r':
+			bad = num(optarg, 0, 1 << 20, &rank);
+			break;
+		case 'w':
+			bad = num(optarg, 1, 1 << 20, &world);
+			break;
+		case 'b':
+			bad = num(optarg, SMOKE_MIN_BYTES, 1LL << 34, &bytes);
+			break;
+		case 'g':
+			bad = num(optarg, 0, 1024, &gpu);
+			break;
+		case 't':
+			bad = num(optarg, 1, 86400000, &timeout_ms);
+			break;
+		default:
+			return usage("unknown option");
+		}
+		if (bad)
+			return usage("bad option value");
+	}
+	if (optind < argc)
+		return usage("unexpected argument");
+	if (run && (rank < 0 || world < 1 || rank >= world || timeout_ms <= 0))
+		return usage("run needs --rank R --world N (R < N) and --timeout-ms");
+
+	int64_t deadline = np_now_ms() + (timeout_ms > 0 ? timeout_ms : 60000);
+	struct smoke_result r = { .rank = (int)(rank < 0 ? 0 : rank), .world = (int)(world < 1 ? 1 : world) };
+	np_error err = { 0 };
+
+	static char prefix_buf[PREFIXES_MAX][SMOKE_PATH_MAX];
+	const char *prefixes[PREFIXES_MAX + 1] = { 0 };
+	size_t np = smoke_python_prefixes(getenv("PATH"), getenv("VIRTUAL_ENV"),
+					  getenv("CONDA_PREFIX"), prefix_buf, PREFIXES_MAX);
+	for (size_t i = 0; i < np; i++)
+		prefixes[i] = prefix_buf[i];
+	const char *nccl = getenv("NICPICK_NCCL_LIB"), *cudart = getenv("NICPICK_CUDART_LIB");
+	struct smoke_search s = { .nccl_lib = nccl && *nccl ? nccl : NULL,
+				  .cudart_lib = cudart && *cudart ? cudart : NULL,
+				  .prefixes = prefixes };
+	struct smoke_libs libs;
+	if (smoke_libs_load(&s, &libs, &r, &err) < 0 || smoke_device_query(&libs, (int)gpu, &r, &err) < 0)
+		finish(emit(&r, &err));
+	if (!run) {
+		r.ok = true;
+		r.phase = SMOKE_PHASE_DONE;
+		finish(emit(&r, NULL));
+	}
+	struct smoke_run_opts o = { .rank = (int)rank, .world = (int)world, .max_bytes = (long)bytes,
+				    .deadline_ms = deadline };
+	if (smoke_rank_run(&libs, &o, &r, &err) < 0)
+		finish(emit(&r, &err));
+	finish(emit(&r, NULL));
+}

@@ -1,0 +1,89 @@
+/* The parts of NCCL's and the CUDA runtime's C API that the smoke test
+ * calls, declared as nccl.h and cuda_runtime_api.h declare them, so that
+ * the dlopen tables in load.c are typed from the real prototypes
+ * (__typeof__(&ncclAllReduce)).  Neither header ships in Debian; building
+ * with -DNICPICK_REAL_GPU_HEADERS (tests/gpu does, on the GPU machine)
+ * uses the real headers instead, so a prototype that drifted is a compile
+ * error there.
+ *
+ * ncclConfig_t is versioned and append-only: NCCL copies min(config->size,
+ * sizeof(its own)) bytes and defaults every field newer than
+ * config->version (init.cc parseCommConfig).  nicpick declares the 2.14
+ * prefix, the first release with non-blocking init, and says so in the
+ * version field. */
+#ifndef NP_SMOKE_GPU_API_H
+#define NP_SMOKE_GPU_API_H
+
+#include <stddef.h>
+
+#ifdef NICPICK_REAL_GPU_HEADERS
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#else
+
+/* ---- CUDA runtime (cuda_runtime_api.h, driver_types.h) ---- */
+typedef enum cudaError { cudaSuccess = 0, cudaErrorNotReady = 600 } cudaError_t;
+typedef struct CUstream_st *cudaStream_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+struct cudaDeviceProp; /* begins with char name[256] in every release */
+#define cudaStreamNonBlocking 0x01
+
+extern cudaError_t cudaGetDeviceCount(int *count);
+extern cudaError_t cudaSetDevice(int device);
+extern cudaError_t cudaDriverGetVersion(int *driverVersion);
+extern cudaError_t cudaRuntimeGetVersion(int *runtimeVersion);
+extern cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device);
+extern cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device);
+extern cudaError_t cudaMalloc(void **devPtr, size_t size);
+extern cudaError_t cudaFree(void *devPtr);
+extern cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+extern cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags);
+extern cudaError_t cudaStreamQuery(cudaStream_t stream);
+extern cudaError_t cudaStreamDestroy(cudaStream_t stream);
+extern const char *cudaGetErrorString(cudaError_t error);
+
+/* ---- NCCL (nccl.h) ---- */
+#define NCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+	char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+typedef struct ncclComm *ncclComm_t;
+typedef enum {
+	ncclSuccess = 0,
+	ncclUnhandledCudaError = 1,
+	ncclSystemError = 2,
+	ncclInternalError = 3,
+	ncclInvalidArgument = 4,
+	ncclInvalidUsage = 5,
+	ncclRemoteError = 6,
+	ncclInProgress = 7,
+	ncclTimeout = 8
+} ncclResult_t;
+typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef enum { ncclFloat32 = 7 } ncclDataType_t;
+typedef struct ncclConfig_v21400 {
+	size_t size;
+	unsigned int magic;
+	unsigned int version;
+	int blocking;
+} ncclConfig_t;
+
+extern ncclResult_t ncclGetVersion(int *version);
+extern ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
+extern ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
+					   int rank, ncclConfig_t *config);
+extern ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
+extern ncclResult_t ncclCommFinalize(ncclComm_t comm);
+extern ncclResult_t ncclCommAbort(ncclComm_t comm);
+extern ncclResult_t ncclCommDestroy(ncclComm_t comm);
+extern ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+				  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+				  cudaStream_t stream);
+extern const char *ncclGetErrorString(ncclResult_t result);
+extern const char *ncclGetLastError(ncclComm_t comm);
+#endif
+
+#define SMOKE_NCCL_API_MAGIC 0xcafebeefu
+#define SMOKE_NCCL_CONFIG_VERSION 21400 /* NCCL_VERSION(2,14,0) */
+
+#endif

@@ -1,0 +1,248 @@
+/* The smoke all-reduce: a small NCCL all-reduce across the job's pods, with
+ * exactly the environment nicpick writes, that proves the chosen network.
+ *
+ * It runs in two processes.  `nicpick-smoke` (cmd/nicpick-smoke) is a small
+ * dynamically linked program: it dlopens NCCL and the CUDA runtime, runs one
+ * rank and prints one result message on standard output.  `nicpick` spawns
+ * it with an explicit environment, reads the message with a strict reader,
+ * reads NCCL's own debug log, and kills the companion if it outlives the
+ * deadline: NCCL runs non-blocking under the deadline and is aborted, and
+ * the kill is the backstop, so the smoke test can fail but never hang the
+ * pod.  A static nicpick cannot dlopen at all, which is the other reason for
+ * the split.
+ *
+ * Result message (companion -> nicpick), one compact JSON object:
+ *   {"v":1,"ok":true,"phase":"done","error":"","unavailable":"",
+ *    "rank":0,"world":2,
+ *    "nccl":{"version":22809,"path":"/usr/lib/.../libnccl.so.2"},
+ *    "cuda":{"driver":13000,"runtime":13000,"path":"..."},
+ *    "gpu":{"name":"NVIDIA H200","bus":"0000:18:00.0","count":1},
+ *    "init_ms":812,"total_ms":1034,
+ *    "sizes":[{"bytes":1048576,"iters":5,"us":512.3,"algbw":2.04,
+ *              "busbw":2.04,"wrong":0}, ...]}
+ */
+#ifndef NP_SMOKE_H
+#define NP_SMOKE_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+#define SMOKE_RESULT_VERSION 1
+#define SMOKE_RESULT_MAX_BYTES 16384
+#define SMOKE_DEFAULT_PORT 29418
+#define SMOKE_DEFAULT_BYTES (64L << 20)
+#define SMOKE_MIN_BYTES 4096L
+#define SMOKE_SIZES_MAX 8
+#define SMOKE_PATH_MAX 512
+#define SMOKE_TEXT_MAX 512
+
+enum smoke_phase {
+	SMOKE_PHASE_LOAD,      /* loading libnccl / libcudart */
+	SMOKE_PHASE_DEVICE,    /* driver and GPU */
+	SMOKE_PHASE_INIT,      /* communicator creation */
+	SMOKE_PHASE_ALLREDUCE, /* the collectives */
+	SMOKE_PHASE_VERIFY,    /* checking the sums */
+	SMOKE_PHASE_DONE,
+};
+const char *smoke_phase_name(enum smoke_phase p);
+
+/* Why the smoke test cannot run on this node at all (auto skips). */
+enum smoke_unavailable {
+	SMOKE_AVAILABLE = 0,
+	SMOKE_NO_COMPANION, /* nicpick-smoke not found */
+	SMOKE_NO_NCCL,      /* no usable libnccl.so.2 */
+	SMOKE_NO_CUDART,    /* no usable CUDA runtime */
+	SMOKE_NO_DRIVER,    /* CUDA runtime present, no (new enough) driver */
+	SMOKE_NO_GPU,       /* driver present, no GPU visible to this container */
+};
+const char *smoke_unavailable_name(enum smoke_unavailable u);
+
+struct smoke_size {
+	long bytes;
+	int iters;
+	double avg_us;
+	double algbw_gbps; /* bytes / time, GB/s (1e9) */
+	double busbw_gbps; /* algbw * 2(n-1)/n, as nccl-tests computes it */
+	long wrong;        /* elements that differ from the exact sum */
+};
+
+struct smoke_result {
+	bool ok;
+	enum smoke_phase phase; /* reached, or failed in */
+	char error[SMOKE_TEXT_MAX];
+	enum smoke_unavailable unavailable;
+	int rank, world;
+	int nccl_version; /* ncclGetVersion(), 0 unknown */
+	char nccl_path[SMOKE_PATH_MAX];
+	int cuda_driver, cuda_runtime; /* 13000 = 13.0 */
+	char cudart_path[SMOKE_PATH_MAX];
+	char gpu[128];
+	char gpu_bus[32];
+	int gpu_count;
+	int64_t init_ms, total_ms;
+	size_t n_sizes;
+	struct smoke_size sizes[SMOKE_SIZES_MAX];
+};
+
+/* "2.28.9" from 22809 (and 2.8.4 from 2804, the pre-2.9 encoding). */
+void smoke_nccl_version_text(int code, char *buf, size_t len);
+/* "13.0" from 13000. */
+void smoke_cuda_version_text(int code, char *buf, size_t len);
+
+/* The result message: writer and strict reader (unknown keys, wrong types,
+ * out-of-range values and oversize input are refused, NP_ESMOKE). */
+int smoke_result_to_json(const struct smoke_result *r, char **json, np_error *err);
+int smoke_result_parse(const char *json, size_t len, struct smoke_result *out, np_error *err);
+
+/* The sizes an all-reduce of at most max_bytes runs: powers of 8 from
+ * 1 MiB (or max_bytes if smaller) up to max_bytes, the last always
+ * max_bytes.  Returns the count (<= SMOKE_SIZES_MAX). */
+size_t smoke_plan_sizes(long max_bytes, long *sizes);
+/* The value rank r contributes at element i, and the exact sum over n
+ * ranks: small integers, so a float32 sum is exact (n <= 2^20). */
+float smoke_input_value(int rank, size_t i);
+float smoke_expected_sum(int world, size_t i);
+/* nccl-tests' bus bandwidth factor for all-reduce: 2(n-1)/n. */
+double smoke_busbw_factor(int world);
+
+/* ---- NCCL's own log ---- */
+
+#define SMOKE_LOG_IFS_MAX 16
+#define SMOKE_LOG_LINES_KEEP 3
+
+struct smoke_log_if {
+	char name[IFNAMSIZ + 1]; /* interface, or "hca:port" for NET/IB */
+	char addr[64];           /* "10.9.0.1" (the <port> suffix removed) */
+};
+
+struct smoke_log {
+	char version[48]; /* "2.28.9+cuda13.0" from "NCCL version ..." */
+	char network[16]; /* "Socket", "IB", ... from "Using network X" */
+	size_t n_socket;  /* NET/Socket : Using [0]eth1:10.1.0.11<0> ... */
+	struct smoke_log_if socket[SMOKE_LOG_IFS_MAX];
+	size_t n_ib; /* NET/IB : Using [0]mlx5_0:1/RoCE ...; OOB eth1:10.1.0.11<0> */
+	struct smoke_log_if ib[SMOKE_LOG_IFS_MAX];
+	bool has_oob;
+	struct smoke_log_if oob;
+	bool has_bootstrap; /* "Bootstrap : Using" (< 2.23) or "Bootstrap: Using" */
+	struct smoke_log_if bootstrap;
+	size_t n_channels;     /* "Channel .. via NET/<transport>/<dev>" lines */
+	char channel_net[16];  /* the transport of the first such line */
+	bool channel_mixed;    /* ... and another transport was seen too */
+	size_t n_warn;
+	char warn[SMOKE_LOG_LINES_KEEP][SMOKE_TEXT_MAX / 2]; /* first NCCL WARN lines */
+	bool init_complete;    /* "Init COMPLETE" */
+};
+
+/* Parse NCCL_DEBUG=INFO output (any subsystems; lines of other ranks and
+ * other programs are tolerated).  Pure; never fails on any input. */
+void smoke_log_parse(const char *buf, size_t len, struct smoke_log *out);
+
+/* Did NCCL use the agreed interface?  want_if: this pod's interface;
+ * want_hca: NCCL_IB_HCA's value without '=' (NULL: no RDMA expected).
+ * Returns 0, or -1 with NP_ESMOKE and what NCCL used instead. */
+int smoke_log_check(const struct smoke_log *log, const char *want_if, const char *want_hca,
+		    np_error *err);
+
+/* ---- Running the companion (nicpick side) ---- */
+
+struct smoke_opts {
+	const char *companion;   /* path of nicpick-smoke */
+	char *const *base_env;   /* the environment to start from (NULL: empty) */
+	const char *const *vars; /* KEY, VALUE, KEY, VALUE, ..., NULL: nicpick's outputs */
+	int rank, world;
+	const char *comm_id; /* NCCL_COMM_ID: "10.9.0.1:29418" or "[fd00::1]:29418" */
+	long max_bytes;
+	int gpu;            /* CUDA device index (0: the first the pod sees) */
+	int64_t deadline_ms; /* CLOCK_MONOTONIC */
+	const char *log_dir; /* NCCL_DEBUG_FILE goes here (must exist) */
+};
+
+/* Find the companion: explicit (NICPICK_SMOKE_BIN), else beside self_exe,
+ * else on path_env.  Returns 0 and the path, or -1 (NP_ESMOKE). */
+int smoke_find_companion(const char *explicit_path, const char *self_exe, const char *path_env,
+			 char *out, size_t len, np_error *err);
+
+/* Run one rank (info_only: only load the libraries and query the GPU).
+ * Returns 0 when the companion produced a result (which may say it
+ * failed), -1 when it could not be run, overran the deadline or produced
+ * no readable result (NP_ESMOKE).  *killed is set when the deadline
+ * backstop had to kill it. */
+int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result *r, np_error *err);
+
+/* Read every NCCL debug file the companion left in dir and parse them. */
+int smoke_log_read_dir(const char *dir, struct smoke_log *log, np_error *err);
+
+/* ---- The verdict ---- */
+
+struct smoke_expect {
+	const char *ifname;   /* this pod's agreed interface */
+	const char *ib_hca;   /* NCCL_IB_HCA without '=', or NULL */
+	double min_busbw;     /* GB/s; 0: none */
+	char min_busbw_why[128]; /* "--min-busbw 5" or "5% of the slowest agreed link (100000 Mb/s)" */
+};
+
+/* Default threshold: a fraction of the slowest agreed link's line rate,
+ * low enough that NCCL's socket defaults pass (measured: 2.7 GB/s of a
+ * 12.5 GB/s link) and high enough that a management NIC (1-10 Gb/s)
+ * carrying the job fails.  0 when the speed is unknown. */
+double smoke_default_min_busbw(long min_mbps);
+
+/* Judge a finished run: the result itself, the exact sums, NCCL's log and
+ * the bandwidth.  Returns 0, or -1 with NP_ESMOKE and one line that names
+ * the phase and the figures ("slow network: busbw 0.24 GB/s at 64 MiB <
+ * 0.62 GB/s (5% of ...)"). */
+int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
+		const struct smoke_expect *x, np_error *err);
+
+/* ---- What a pod records ---- */
+
+enum smoke_status { SMOKE_SKIPPED, SMOKE_PASSED, SMOKE_FAILED };
+
+/* The smoke step's part of decision.json ("smoke"), the annotation and the
+ * Event.  rank/world/comm_id are kept even when it was skipped, so that
+ * `nicpick smoke --out-dir` can run it later. */
+struct smoke_report {
+	enum smoke_status status;
+	char reason[NP_ERR_MSG_MAX]; /* skipped: why; failed: the verdict */
+	int rank, world;
+	char comm_id[80];
+	char ifname[IFNAMSIZ];
+	char ib_hca[512]; /* "" none */
+	double min_busbw;
+	char min_busbw_why[128];
+	int64_t verdict_ms; /* from the start of the step to the verdict */
+	bool ran;           /* result and log are filled */
+	struct smoke_result result;
+	struct smoke_log log;
+	char debug_dir[SMOKE_PATH_MAX]; /* "" unless --nccl-debug kept the files */
+};
+
+const char *smoke_status_name(enum smoke_status s);
+/* decision.json's "smoke" object (new reference; NULL when out of memory). */
+struct json_t;
+struct json_t *smoke_report_to_json(const struct smoke_report *s);
+/* One line for logs, the annotation and the Event. */
+void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len);
+
+/* What `nicpick smoke --out-dir DIR` needs from a finished DIR/decision.json:
+ * the environment nicpick wrote, this pod's interface, and its rank. */
+#define SMOKE_OUTDIR_VARS_MAX 16
+struct smoke_outdir {
+	size_t n_vars;
+	char key[SMOKE_OUTDIR_VARS_MAX][64];
+	char value[SMOKE_OUTDIR_VARS_MAX][1024];
+	char ifname[IFNAMSIZ];
+	char ib_hca[512];
+	int rank, world;
+	char comm_id[80];
+	long min_mbps; /* -1 unknown */
+};
+/* Strict for every key it reads; NP_EUSAGE naming the file and the key. */
+int smoke_outdir_load(const char *dir, struct smoke_outdir *out, np_error *err);
+
+#endif
