@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/gather_priv.h"
+#include "exchange/gather_priv.h"
 #include "util/clock.h"
 
 

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "agree/exchange_priv.h"
+#include "exchange/exchange_priv.h"
 
 #define PUBLISH_CONNS_MAX 8
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/gather_priv.h"
+#include "exchange/gather_priv.h"
 
 /* Handing out parts costs one PATCH per pod: on a large job they go out
  * over a few connections at once, each with its own client. */

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "agree/exchange_priv.h"
+#include "exchange/exchange_priv.h"
 #include "util/clock.h"
 
 static const char *jstr(const json_t *o, const char *k)
