@@ -199,6 +199,20 @@ void agree_decision_free(struct agree_decision *d);
 int agree_decision_to_json(const struct agree_decision *d, char **json, np_error *err);
 int agree_decision_parse(const char *json, size_t len, struct agree_decision *out, np_error *err);
 
+/* The smoke test's place of one pod on a rail: the gatherer is rank 0, the
+ * other pods follow in the rail's order (pod name), skipping the gatherer;
+ * root is the gatherer's address on the rail. */
+struct agree_rank {
+	int rank;
+	int world;
+	char root_addr[AGREE_ADDR_TEXT_MAX];
+	long min_mbps; /* the rail's worst-case speed */
+};
+
+/* NP_EINTERNAL when pod or the gatherer is not on the rail. */
+int agree_rail_rank(const struct agree_rail *rail, const char *gatherer, const char *pod,
+		    struct agree_rank *out, np_error *err);
+
 /* What a follower uses: for each rail, the index into mine->c of the
  * candidate the decision names for this pod. */
 struct agree_own {

@@ -625,3 +625,31 @@ void agree_decision_free(struct agree_decision *d)
 	d->table = NULL;
 	d->n_rails = d->n_nets = d->n_table = 0;
 }
+
+int agree_rail_rank(const struct agree_rail *rail, const char *gatherer, const char *pod,
+		    struct agree_rank *out, np_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	const struct agree_assign *root = NULL;
+	int rank = -1, next = 1;
+	for (size_t i = 0; i < rail->n_assign; i++) {
+		const struct agree_assign *a = &rail->assign[i];
+		bool is_root = strcmp(a->pod, gatherer) == 0;
+		if (is_root)
+			root = a;
+		if (strcmp(a->pod, pod) == 0)
+			rank = is_root ? 0 : next;
+		if (!is_root)
+			next++;
+	}
+	if (!root)
+		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not on the rail %s", gatherer,
+				    rail->net.text);
+	if (rank < 0)
+		return np_error_set(err, NP_EINTERNAL, 0, "pod %s is not on the rail %s", pod, rail->net.text);
+	out->rank = rank;
+	out->world = (int)rail->n_assign;
+	snprintf(out->root_addr, sizeof(out->root_addr), "%s", root->addr);
+	out->min_mbps = rail->min_mbps;
+	return 0;
+}

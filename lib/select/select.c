@@ -115,9 +115,10 @@ static json_t *env_to_json(const struct outputs_env *env)
 
 static json_t *agreement_json(const struct exchange_result *x)
 {
-	json_t *a = json_pack("{s:b, s:s, s:I, s:i, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}", "gatherer",
-			      x->leader, "network", x->network, "pods", (json_int_t)x->n_pods, "round",
-			      x->epoch, "probed_pod", x->next_pod, "probed_address", x->next_addr,
+	json_t *a = json_pack("{s:b, s:s, s:I, s:i, s:i, s:i, s:s, s:I, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}",
+			      "gatherer", x->leader, "network", x->network, "pods", (json_int_t)x->n_pods,
+			      "round", x->epoch, "rank", x->rank, "world", x->world, "root", x->root_addr,
+			      "min_mbps", (json_int_t)x->min_mbps, "probed_pod", x->next_pod, "probed_address", x->next_addr,
 			      "probe", x->probe_detail, "api", "requests", (json_int_t)x->stats.requests,
 			      "retries", (json_int_t)x->stats.retries, "bytes_sent",
 			      (json_int_t)x->stats.bytes_sent, "bytes_received",
@@ -207,6 +208,14 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	}
 	const struct nic *n = &r->nics.v[r->chosen];
 	const struct policy_verdict *v = &r->ranking.v[r->chosen];
+	if (!o->peers_k8s) {
+		/* Alone: rank 0 of 1, the root is this pod's own address. */
+		r->ex.rank = 0;
+		r->ex.world = 1;
+		snprintf(r->ex.root_addr, sizeof(r->ex.root_addr), "%s",
+			 v->addr >= 0 ? n->addrs[v->addr].text : "");
+		r->ex.min_mbps = n->eff_speed_mbps;
+	}
 
 	char hca[512];
 	struct outputs_choice c = { .n_ifaces = 1, .family = v->family, .gid_index = -1 };

@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "agree/exchange.h"
+#include "exchange/exchange.h"
 #include "k8s/k8s.h"
 #include "nic/nic.h"
 #include "policy/policy.h"

@@ -108,6 +108,15 @@ def test_happy_path_each_pod_gets_its_own_name_on_the_fast_network(make_cluster)
     assert not any(n.startswith(("10.244.", "172.17.", "169.254.")) for n in nets), nets
     for p in c.pods[1:]:
         assert C.decision_of(p)["agreement"]["gatherer"] is False
+    # Smoke ranks: the gatherer is 0, the others follow in pod name order;
+    # every pod knows the gatherer's address as the root.
+    by_name = sorted(c.pods[1:], key=lambda p: p.name)
+    want = {gatherer(c).name: 0, **{p.name: i + 1 for i, p in enumerate(by_name)}}
+    for p in c.pods:
+        a = C.decision_of(p)["agreement"]
+        assert (a["rank"], a["world"]) == (want[p.name], 4), (p.name, a)
+        assert a["root"] == gatherer(c).node.fast_addr, (p.name, a)
+        assert a["min_mbps"] == d["rails"][0]["mbps"], (p.name, a)
 
     # Visible through the API: result annotation and a NetworkSelected Event per pod.
     for p in c.pods:
@@ -313,8 +322,13 @@ def test_a_container_restarted_after_the_round_ended_takes_the_same_result_at_on
     assert_all_exit(c, 0)
     p = c.pods[2]
     first = C.decision_of(p)["choice"]
+    first_ranks = C.decision_of(p)["agreement"]
+    assert first_ranks["rank"] > 0, first_ranks
     p.start(*COMMON, "--timeout", "40")
     assert p.wait() == 0, p.describe()
     assert p.elapsed < 5, (p.elapsed, p.describe())
     again = C.decision_of(p)["choice"]
     assert (again["interface"], again["address"]) == (first["interface"], first["address"])
+    ranks = C.decision_of(p)["agreement"]
+    assert (ranks["rank"], ranks["world"], ranks["root"]) == (
+        first_ranks["rank"], 4, gatherer(c).node.fast_addr), ranks

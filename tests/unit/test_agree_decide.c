@@ -421,6 +421,53 @@ static void test_routed_fallback_needs_gateways(void **state)
 	agree_decision_free(&d);
 }
 
+static void test_ranks_put_the_gatherer_first_then_rail_order(void **state)
+{
+	struct agree_report r[4];
+	struct agree_decision d;
+	np_error err = { 0 };
+	job4(r, true);
+	assert_int_equal(agree_decide(r, 4, NULL, &d, &err), 0);
+	/* The gatherer is not the first pod by name: the others close up. */
+	static const struct {
+		const char *pod;
+		int rank;
+	} want[] = { { "job-w-2", 0 }, { "job-w-0", 1 }, { "job-w-1", 2 }, { "job-w-3", 3 } };
+	for (size_t i = 0; i < 4; i++) {
+		struct agree_rank rk;
+		assert_int_equal(agree_rail_rank(&d.rails[0], "job-w-2", want[i].pod, &rk, &err), 0);
+		assert_int_equal(rk.rank, want[i].rank);
+		assert_int_equal(rk.world, 4);
+		assert_string_equal(rk.root_addr, "10.9.0.3");
+		assert_int_equal(rk.min_mbps, 100000);
+	}
+	struct agree_rank rk;
+	assert_int_equal(agree_rail_rank(&d.rails[0], "job-w-0", "job-w-3", &rk, &err), 0);
+	assert_int_equal(rk.rank, 3);
+	assert_string_equal(rk.root_addr, "10.9.0.1");
+	assert_int_equal(agree_rail_rank(&d.rails[0], "job-w-9", "job-w-3", &rk, &err), -1);
+	assert_non_null(strstr(err.msg, "job-w-9"));
+	assert_int_equal(agree_rail_rank(&d.rails[0], "job-w-0", "job-w-9", &rk, &err), -1);
+	agree_decision_free(&d);
+}
+
+static void test_one_pod_alone_is_rank_0_of_1_rooted_at_itself(void **state)
+{
+	struct agree_report r[1];
+	struct agree_decision d;
+	np_error err = { 0 };
+	rep(&r[0], "solo");
+	add(&r[0], "eth1", "10.9.0.7", 24, 25000, 500);
+	assert_int_equal(agree_decide(r, 1, NULL, &d, &err), 0);
+	struct agree_rank rk;
+	assert_int_equal(agree_rail_rank(&d.rails[0], "solo", "solo", &rk, &err), 0);
+	assert_int_equal(rk.rank, 0);
+	assert_int_equal(rk.world, 1);
+	assert_string_equal(rk.root_addr, "10.9.0.7");
+	assert_int_equal(rk.min_mbps, 25000);
+	agree_decision_free(&d);
+}
+
 static void test_same_pod_twice_is_an_error(void **state)
 {
 	struct agree_report r[2];
@@ -509,6 +556,8 @@ int main(void)
 		cmocka_unit_test(test_ipv6_network),
 		cmocka_unit_test(test_cidr_option_narrows),
 		cmocka_unit_test(test_routed_fallback_needs_gateways),
+		cmocka_unit_test(test_ranks_put_the_gatherer_first_then_rail_order),
+		cmocka_unit_test(test_one_pod_alone_is_rank_0_of_1_rooted_at_itself),
 		cmocka_unit_test(test_same_pod_twice_is_an_error),
 		cmocka_unit_test(test_thousand_pods_quick_and_deterministic),
 	};

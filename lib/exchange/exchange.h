@@ -63,6 +63,11 @@ struct exchange_result {
 	char next_addr[AGREE_ADDR_TEXT_MAX];
 	char probe_detail[256];
 	double probe_mbps;
+	/* The smoke test's ranks (agree_rail_rank): the gatherer is 0. */
+	int rank;
+	int world;
+	char root_addr[AGREE_ADDR_TEXT_MAX];
+	long min_mbps; /* the rail's worst-case speed */
 	json_t *decision;   /* the gatherer's full decision; NULL on followers */
 	json_t *pod;        /* this pod's object as last read */
 	struct k8s_stats stats; /* API traffic of this pod, both connections */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/gather_priv.h"
+#include "exchange/gather_priv.h"
 #include "util/clock.h"
 
 
@@ -213,8 +213,12 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 			json_decref(trials_of);
 			return -1;
 		}
-		gather_rail_assign(g, &d1.rails[0], trials_of);
+		int r = gather_rail_assign(x, &d1.rails[0], trials_of, err);
 		agree_decision_free(&d1);
+		if (r < 0) {
+			json_decref(trials_of);
+			return -1;
+		}
 	}
 	json_object_clear(g->assign_of);
 	const char *pod;
@@ -254,9 +258,17 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	return 0;
 }
 
-static void fill_result(struct ex *x, const struct agree_decision *d, struct exchange_result *res)
+static int fill_result(struct ex *x, const struct agree_decision *d, struct exchange_result *res,
+		       np_error *err)
 {
 	const struct agree_rail *rail = &d->rails[0];
+	struct agree_rank rk;
+	if (agree_rail_rank(rail, x->name, x->name, &rk, err) < 0)
+		return -1;
+	res->rank = rk.rank;
+	res->world = rk.world;
+	snprintf(res->root_addr, sizeof(res->root_addr), "%s", rk.root_addr);
+	res->min_mbps = rk.min_mbps;
 	for (size_t i = 0; i < rail->n_assign; i++) {
 		const struct agree_assign *a = &rail->assign[i];
 		if (strcmp(a->pod, x->name) != 0)
@@ -274,6 +286,7 @@ static void fill_result(struct ex *x, const struct agree_decision *d, struct exc
 	res->n_pods = d->n_pods;
 	res->epoch = x->g->epoch;
 	res->decision = decision_json(d);
+	return 0;
 }
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
@@ -336,7 +349,10 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 			continue;
 		}
 		json_object_clear(g->assign_of);
-		gather_rail_assign(g, &d.rails[0], NULL);
+		if (gather_rail_assign(x, &d.rails[0], NULL, err) < 0) {
+			agree_decision_free(&d);
+			return -1;
+		}
 		g->epoch++;
 		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
 		       d.rails[0].net.text, d.routed ? " (routed)" : "");
@@ -358,9 +374,9 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 							m->name, dt ? dt : "probe failed");
 		}
 		if (!why[0]) {
-			fill_result(x, &d, res);
+			int r = fill_result(x, &d, res, err);
 			agree_decision_free(&d);
-			return gather_set_round(x, "final", NULL, err);
+			return r < 0 ? -1 : gather_set_round(x, "final", NULL, err);
 		}
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
 		       g->epoch, d.rails[0].net.text, why);

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "agree/exchange_priv.h"
+#include "exchange/exchange_priv.h"
 
 #define PUBLISH_CONNS_MAX 8
 
@@ -50,6 +50,6 @@ int gather_publish_round(struct ex *x, const char *state, const char *reason, np
 /* The round's state on the gatherer's own pod. */
 int gather_set_round(struct ex *x, const char *state, const char *reason, np_error *err);
 /* Each pod's part of one rail; into trials_of (pod -> array) when given. */
-void gather_rail_assign(struct gather *g, const struct agree_rail *rail, json_t *trials_of);
+int gather_rail_assign(struct ex *x, const struct agree_rail *rail, json_t *trials_of, np_error *err);
 
 #endif

@@ -2,7 +2,7 @@
 #ifndef NP_EXCHANGE_PRIV_H
 #define NP_EXCHANGE_PRIV_H
 
-#include "agree/exchange.h"
+#include "exchange/exchange.h"
 
 #define EX_SERVERS_MAX 4
 #define EX_PROBE_WINDOW_MS 20000 /* how long a probe waits for its peer */

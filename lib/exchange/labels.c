@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/exchange.h"
-#include "agree/exchange_priv.h"
+#include "exchange/exchange.h"
+#include "exchange/exchange_priv.h"
 
 /* Job kinds in order of precedence: a JobSet's pods also carry the labels
  * of the batch Job they belong to, so the JobSet comes first. */

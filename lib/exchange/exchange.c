@@ -1,6 +1,6 @@
 /* The exchange: shared plumbing, the follower, and the entry point.  The
  * gatherer's side is in gather.c. */
-#include "agree/exchange.h"
+#include "exchange/exchange.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "agree/exchange_priv.h"
+#include "exchange/exchange_priv.h"
 #include "probe/probe.h"
 #include "util/clock.h"
 

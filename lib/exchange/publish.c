@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/gather_priv.h"
+#include "exchange/gather_priv.h"
 
 /* Handing out parts costs one PATCH per pod: on a large job they go out
  * over a few connections at once, each with its own client. */
@@ -118,16 +118,22 @@ int gather_set_round(struct ex *x, const char *state, const char *reason, np_err
 	return r;
 }
 
-/* Assignments of one rail: this pod's interface and address, and the ring
- * neighbour (pods sorted by name) it must reach. */
-void gather_rail_assign(struct gather *g, const struct agree_rail *rail, json_t *trials_of)
+/* Assignments of one rail: this pod's interface and address, the ring
+ * neighbour (pods sorted by name) it must reach, and its smoke rank. */
+int gather_rail_assign(struct ex *x, const struct agree_rail *rail, json_t *trials_of, np_error *err)
 {
+	struct gather *g = x->g;
 	size_t n = rail->n_assign;
 	for (size_t i = 0; i < n; i++) {
 		const struct agree_assign *a = &rail->assign[i], *nx = &rail->assign[(i + 1) % n];
-		json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "net", rail->net.text, "if",
-				      a->ifname, "addr", a->addr, "next_pod", n > 1 ? nx->pod : "",
-				      "next_addr", n > 1 ? nx->addr : "", "n", (int)n);
+		struct agree_rank rk;
+		if (agree_rail_rank(rail, x->name, a->pod, &rk, err) < 0)
+			return -1;
+		json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:I}", "net",
+				      rail->net.text, "if", a->ifname, "addr", a->addr, "next_pod",
+				      n > 1 ? nx->pod : "", "next_addr", n > 1 ? nx->addr : "", "n", (int)n,
+				      "rank", rk.rank, "world", rk.world, "root", rk.root_addr, "min_mbps",
+				      (json_int_t)rk.min_mbps);
 		if (trials_of) {
 			json_t *arr = json_object_get(trials_of, a->pod);
 			if (!arr) {
@@ -139,4 +145,5 @@ void gather_rail_assign(struct gather *g, const struct agree_rail *rail, json_t 
 			json_object_set_new(g->assign_of, a->pod, t);
 		}
 	}
+	return 0;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "agree/exchange_priv.h"
+#include "exchange/exchange_priv.h"
 #include "util/clock.h"
 
 static const char *jstr(const json_t *o, const char *k)
@@ -261,5 +261,20 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
 	res->epoch = x->epoch;
 	res->n_pods = (size_t)json_integer_value(json_object_get(x->assign, "n"));
+	json_t *rank = json_object_get(x->assign, "rank"), *world = json_object_get(x->assign, "world");
+	json_t *mbps = json_object_get(x->assign, "min_mbps");
+	if (!json_is_integer(rank) || !json_is_integer(world) || !json_is_integer(mbps) ||
+	    json_integer_value(world) != (json_int_t)res->n_pods || json_integer_value(rank) <= 0 ||
+	    json_integer_value(rank) >= json_integer_value(world))
+		return np_error_set(err, NP_EK8S, 0, "bad assignment: no valid rank of %zu pods", res->n_pods);
+	unsigned char root[16];
+	const char *root_addr = jstr(x->assign, "root");
+	int fam = strchr(root_addr, ':') ? AF_INET6 : AF_INET;
+	if (strlen(root_addr) >= sizeof(res->root_addr) || inet_pton(fam, root_addr, root) != 1)
+		return np_error_set(err, NP_EK8S, 0, "bad assignment: root address '%s'", root_addr);
+	res->rank = (int)json_integer_value(rank);
+	res->world = (int)json_integer_value(world);
+	snprintf(res->root_addr, sizeof(res->root_addr), "%s", root_addr);
+	res->min_mbps = (long)json_integer_value(mbps);
 	return 0;
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/gather_priv.h"
+#include "exchange/gather_priv.h"
 
 static const char *index_labels[] = {
 	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
