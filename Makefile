@@ -46,6 +46,7 @@ tools: deps
 
 $(BUILD)/libnicpick.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
@@ -77,13 +78,21 @@ run: deps
 	  if [ -f $(BUILD)/run-out/nccl.env ]; then echo "--- $(BUILD)/run-out/nccl.env"; cat $(BUILD)/run-out/nccl.env; fi; \
 	  exit $$rc
 
+# A test double of libnccl.so.2 and libcudart.so (tests/doubles/fakegpu.c):
+# built for the tests only, never installed or shipped.
+FAKEGPU := $(BUILD)/tests/libfakegpu.so
+$(FAKEGPU): tests/doubles/fakegpu.c lib/smoke/gpu_api.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Ilib \
+	  -shared -fPIC -o $@ $<
+
 # test_*_live binaries need the test API server: pytest drives them in
 # `make integration`, case by case.
-unit: all $(UNIT_BIN)
+unit: all $(UNIT_BIN) $(FAKEGPU)
 	@set -e; for t in $(filter-out %_live,$(UNIT_BIN)); do echo "== $$t"; $$t; done
 
-integration: all $(UNIT_BIN)
-	NICPICK=$(abspath $(BUILD)/nicpick) NICPICK_K8S_LIVE=$(abspath $(BUILD)/tests/test_k8s_live) \
+integration: all $(UNIT_BIN) $(FAKEGPU)
+	NICPICK=$(abspath $(BUILD)/nicpick) NICPICK_FAKEGPU=$(abspath $(FAKEGPU)) NICPICK_K8S_LIVE=$(abspath $(BUILD)/tests/test_k8s_live) \
 	  NICPICK_SANITIZED=$(SANITIZE) \
 	  $(PYTHON) -m pytest -q -rs tests/integration tests/apiserver
 

@@ -16,6 +16,7 @@
 #include "util/clock.h"
 #include <arpa/inet.h>
 #include "select/select.h"
+#include "smoke/smoke.h"
 #include "util/err.h"
 
 #ifndef NICPICK_VERSION
@@ -28,6 +29,8 @@
 static const char usage_text[] =
 	"usage: nicpick discover [--json] [SOURCE...]\n"
 	"       nicpick select --out-dir DIR [--peers k8s|none] [OPTIONS...]\n"
+	"       nicpick smoke --out-dir DIR [OPTIONS...]\n"
+	"       nicpick smoke --rank R --world-size N --comm-id ADDR:PORT [--interface IF]\n"
 	"       nicpick version\n"
 	"\n"
 	"select:\n"
@@ -35,8 +38,19 @@ static const char usage_text[] =
 	"  --peers k8s|none       agree with the job's pods through the Kubernetes API,\n"
 	"                         or decide on this node alone (default: none)\n"
 	"  --timeout SEC          overall deadline (default 300); nicpick never waits longer\n"
-	"  --smoke off|auto       the NCCL smoke all-reduce is not part of this build:\n"
-	"                         auto skips it and says so in decision.json\n"
+	"  --smoke off|auto|required\n"
+	"                         the NCCL smoke all-reduce over the agreed network before\n"
+	"                         anything is written (default auto: run when this pod has\n"
+	"                         a GPU, its driver and libnccl, else skip and say why)\n"
+	"smoke (select and smoke):\n"
+	"  --smoke-port PORT      NCCL_COMM_ID port on the gatherer's agreed address (default 29418)\n"
+	"  --smoke-bytes BYTES    the largest all-reduce, e.g. 64M (default 64M)\n"
+	"  --smoke-timeout SEC    the smoke step's own bound within --timeout (default 60)\n"
+	"  --min-busbw GBPS       slower is a failure (default: 5% of the slowest agreed link)\n"
+	"  --nccl-debug           keep NCCL's log in DIR/nccl-debug and make training log there too\n"
+	"  --rank R --world-size N --comm-id ADDR:PORT [--interface IF]\n"
+	"                         smoke outside Kubernetes: NCCL_COMM_ID semantics, rank 0\n"
+	"                         hosts the bootstrap; NCCL settings from the environment\n"
 	"policy (discover and select):\n"
 	"  --include LIST         NCCL list syntax: eth,ens (prefixes), =eth1 (exact), ^docker (exclude)\n"
 	"  --exclude LIST         interface names or prefixes to refuse (=name for exact)\n"
@@ -72,7 +86,7 @@ static const char *const next_step[] = {
 			"--include/--exclude/--cidr/--family/--min-speed",
 	[NP_ENOCOMMON] = "the pods share no usable network: see the table above",
 	[NP_EK8S] = "check the API server, the Role and --timeout",
-	[NP_ESMOKE] = "NCCL could not all-reduce over the chosen network: see decision.json",
+	[NP_ESMOKE] = "the smoke all-reduce failed or could not run; rerun with --nccl-debug to keep NCCL's log",
 };
 
 static int fail(const np_error *err)
@@ -119,6 +133,15 @@ enum {
 	OPT_PROBE_PORT,
 	OPT_PROBE_THROUGHPUT,
 	OPT_LOG_INTERVAL,
+	OPT_SMOKE_PORT,
+	OPT_SMOKE_BYTES,
+	OPT_SMOKE_TIMEOUT,
+	OPT_MIN_BUSBW,
+	OPT_NCCL_DEBUG,
+	OPT_RANK,
+	OPT_WORLD_SIZE,
+	OPT_COMM_ID,
+	OPT_INTERFACE,
 	OPT_HELP,
 };
 
@@ -148,14 +171,29 @@ static const struct option long_opts[] = {
 	{ "probe-port", required_argument, NULL, OPT_PROBE_PORT },
 	{ "probe-throughput", optional_argument, NULL, OPT_PROBE_THROUGHPUT },
 	{ "log-interval", required_argument, NULL, OPT_LOG_INTERVAL },
+	{ "smoke-port", required_argument, NULL, OPT_SMOKE_PORT },
+	{ "smoke-bytes", required_argument, NULL, OPT_SMOKE_BYTES },
+	{ "smoke-timeout", required_argument, NULL, OPT_SMOKE_TIMEOUT },
+	{ "min-busbw", required_argument, NULL, OPT_MIN_BUSBW },
+	{ "nccl-debug", no_argument, NULL, OPT_NCCL_DEBUG },
+	{ "rank", required_argument, NULL, OPT_RANK },
+	{ "world-size", required_argument, NULL, OPT_WORLD_SIZE },
+	{ "comm-id", required_argument, NULL, OPT_COMM_ID },
+	{ "interface", required_argument, NULL, OPT_INTERFACE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
+
+enum mode { MODE_DISCOVER, MODE_SELECT, MODE_SMOKE };
 
 struct cli {
 	bool json;
 	struct select_opts sel;
 	long timeout;
+	/* smoke outside Kubernetes */
+	long rank, world;
+	const char *comm_id;
+	const char *interface;
 };
 
 static int parse_long(const char *s, long min, long max, long *out)
@@ -169,20 +207,70 @@ static int parse_long(const char *s, long min, long max, long *out)
 	return 0;
 }
 
-static bool select_only(int opt)
+static bool smoke_only(int opt)
 {
-	return opt >= OPT_OUT_DIR && opt < OPT_HELP && opt != OPT_INCLUDE && opt != OPT_EXCLUDE &&
-	       opt != OPT_CIDR && opt != OPT_FAMILY && opt != OPT_MIN_SPEED && opt != OPT_SNAPSHOT &&
-	       opt != OPT_SYSFS && opt != OPT_NETLINK_JSON;
+	return opt == OPT_RANK || opt == OPT_WORLD_SIZE || opt == OPT_COMM_ID || opt == OPT_INTERFACE;
+}
+
+static bool policy_opt(int opt)
+{
+	return opt == OPT_INCLUDE || opt == OPT_EXCLUDE || opt == OPT_CIDR || opt == OPT_FAMILY ||
+	       opt == OPT_MIN_SPEED || opt == OPT_SNAPSHOT || opt == OPT_SYSFS ||
+	       opt == OPT_NETLINK_JSON;
+}
+
+/* Which subcommand an option belongs to; NULL when it fits this one. */
+static const char *misplaced(int opt, enum mode m)
+{
+	if (opt == 'h' || opt == OPT_HELP || opt == ':' || opt == '?' || opt < OPT_JSON)
+		return NULL;
+	switch (m) {
+	case MODE_DISCOVER:
+		return opt == OPT_JSON || policy_opt(opt) ? NULL : smoke_only(opt) ? "smoke" : "select";
+	case MODE_SELECT:
+		return opt == OPT_JSON ? "discover" : smoke_only(opt) ? "smoke" : NULL;
+	case MODE_SMOKE:
+		return opt == OPT_JSON || smoke_only(opt) || opt == OPT_OUT_DIR || opt == OPT_TIMEOUT ||
+				       opt == OPT_SMOKE_BYTES || opt == OPT_SMOKE_TIMEOUT || opt == OPT_MIN_BUSBW ||
+				       opt == OPT_NCCL_DEBUG
+			       ? NULL
+			       : "select";
+	}
+	return NULL;
+}
+
+/* "64M", "1G", "65536": bytes, binary suffixes. */
+static int parse_bytes(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	int shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30, end++;
+	if (errno || end == s || *end || v < 0 || v > (max >> shift))
+		return -1;
+	v <<= shift;
+	if (v < min)
+		return -1;
+	*out = v;
+	return 0;
 }
 
 /* Returns 0, or an exit code. */
-static int parse(int argc, char **argv, bool is_select, struct cli *cli)
+static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 {
 	np_error err = { 0 };
 	memset(cli, 0, sizeof(*cli));
 	policy_init(&cli->sel.policy);
 	cli->sel.smoke_mode = "auto";
+	cli->sel.smoke_port = SMOKE_DEFAULT_PORT;
+	cli->sel.smoke_timeout_s = 60;
+	cli->rank = -1;
 	cli->timeout = 300;
 	cli->sel.ex.probe_port = PROBE_DEFAULT_PORT;
 	cli->sel.ex.log_interval_ms = 5000;
@@ -199,13 +287,58 @@ static int parse(int argc, char **argv, bool is_select, struct cli *cli)
 	int c;
 	long v;
 	while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
-		if (!is_select && select_only(c))
-			return usage_error("%s is an option of 'select'", argv[optind - 1]);
+		const char *other = misplaced(c, mode);
+		if (other) {
+			const char *name = "?";
+			for (size_t i = 0; long_opts[i].name; i++)
+				if (long_opts[i].val == c)
+					name = long_opts[i].name;
+			return usage_error("--%s is an option of '%s'", name, other);
+		}
 		switch (c) {
 		case OPT_JSON:
-			if (is_select)
-				return usage_error("%s is an option of 'discover'", "--json");
 			cli->json = true;
+			break;
+		case OPT_SMOKE_PORT:
+			if (parse_long(optarg, 1, 65535, &v) < 0)
+				return usage_error("--smoke-port '%s': expected 1 to 65535", optarg);
+			cli->sel.smoke_port = (int)v;
+			break;
+		case OPT_SMOKE_BYTES:
+			if (parse_bytes(optarg, SMOKE_MIN_BYTES, 1L << 34, &cli->sel.smoke_bytes) < 0)
+				return usage_error("--smoke-bytes '%s': expected bytes (K, M, G suffixes), 4K to 16G",
+						   optarg);
+			break;
+		case OPT_SMOKE_TIMEOUT:
+			if (parse_long(optarg, 1, 86400, &v) < 0)
+				return usage_error("--smoke-timeout '%s': expected seconds, 1 to 86400", optarg);
+			cli->sel.smoke_timeout_s = (int)v;
+			break;
+		case OPT_MIN_BUSBW: {
+			char *end;
+			errno = 0;
+			double g = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(g > 0) || g > 100000)
+				return usage_error("--min-busbw '%s': expected GB/s, e.g. 2.5", optarg);
+			cli->sel.min_busbw = g;
+			break;
+		}
+		case OPT_NCCL_DEBUG:
+			cli->sel.nccl_debug = true;
+			break;
+		case OPT_RANK:
+			if (parse_long(optarg, 0, (1L << 20) - 1, &cli->rank) < 0)
+				return usage_error("--rank '%s': expected 0 or more", optarg);
+			break;
+		case OPT_WORLD_SIZE:
+			if (parse_long(optarg, 1, 1L << 20, &cli->world) < 0)
+				return usage_error("--world-size '%s': expected 1 or more", optarg);
+			break;
+		case OPT_COMM_ID:
+			cli->comm_id = optarg;
+			break;
+		case OPT_INTERFACE:
+			cli->interface = optarg;
 			break;
 		case OPT_OUT_DIR:
 			cli->sel.out_dir = optarg;
@@ -291,9 +424,6 @@ static int parse(int argc, char **argv, bool is_select, struct cli *cli)
 		case OPT_SMOKE:
 			if (strcmp(optarg, "off") && strcmp(optarg, "auto") && strcmp(optarg, "required"))
 				return usage_error("--smoke '%s': expected off, auto or required", optarg);
-			if (strcmp(optarg, "required") == 0)
-				return usage_error("%s: the smoke all-reduce is not part of this build",
-						   "--smoke required");
 			cli->sel.smoke_mode = optarg;
 			break;
 		case OPT_TIMEOUT:
@@ -374,7 +504,7 @@ static int write_item(json_t *obj, void *ud)
 static int cmd_discover(int argc, char **argv)
 {
 	struct cli cli;
-	int rc = parse(argc, argv, false, &cli);
+	int rc = parse(argc, argv, MODE_DISCOVER, &cli);
 	if (rc)
 		return rc;
 	np_error err = { 0 };
@@ -443,10 +573,124 @@ static void print_pod_table(const json_t *decision)
 			json_string_value(json_object_get(row, "why")));
 }
 
+static char self_exe[4096];
+
+/* Where nicpick-smoke is and what it inherits: read here, so lib/ reads
+ * no environment of its own. */
+static void smoke_env(struct select_opts *o)
+{
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	self_exe[n > 0 ? n : 0] = '\0';
+	o->self_exe = self_exe;
+	o->smoke_bin = getenv("NICPICK_SMOKE_BIN");
+	o->path_env = getenv("PATH");
+	o->base_env = environ;
+}
+
+/* `nicpick smoke`: the all-reduce alone, from a finished out-dir or, outside
+ * Kubernetes, from --rank/--world-size/--comm-id and the environment. */
+static int cmd_smoke(int argc, char **argv)
+{
+	struct cli cli;
+	int rc = parse(argc, argv, MODE_SMOKE, &cli);
+	if (rc)
+		return rc;
+	bool standalone = cli.comm_id || cli.rank >= 0 || cli.world > 0;
+	if (standalone && (!cli.comm_id || cli.rank < 0 || cli.world < 1))
+		return usage_error("%s", "smoke: --rank, --world-size and --comm-id go together");
+	if (standalone && cli.rank >= cli.world)
+		return usage_error("smoke: --rank %ld is not below --world-size %ld", cli.rank, cli.world);
+	if (!standalone && !cli.sel.out_dir)
+		return usage_error("%s", "smoke: --out-dir DIR (a finished select) or --rank/--world-size/--comm-id");
+	if (!standalone && cli.interface)
+		return usage_error("%s", "smoke: --interface goes with --comm-id; --out-dir names its own");
+
+	np_error err = { 0 };
+	struct select_opts *o = &cli.sel;
+	o->ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
+	o->ex.log = log_line;
+	o->smoke_mode = "required"; /* nothing to skip to */
+	smoke_env(o);
+
+	struct smoke_outdir od;
+	struct outputs_env env = { 0 };
+	struct select_smoke_plan plan = { .min_mbps = -1, .root_pod = "" };
+	char tmp_dir[256] = "";
+	char ifbuf[IFNAMSIZ + 1] = "";
+	if (standalone) {
+		/* NCCL's settings are the environment's own; the device is
+		 * checked against --interface, else NCCL_SOCKET_IFNAME when it
+		 * names exactly one interface. */
+		const char *want = cli.interface ? cli.interface : getenv("NCCL_SOCKET_IFNAME");
+		if (want && *want == '=')
+			want++;
+		if (want && *want && !strchr(want, ',') && !strchr(want, '^') && strlen(want) < sizeof(ifbuf))
+			snprintf(ifbuf, sizeof(ifbuf), "%s", want);
+		plan.rank = (int)cli.rank;
+		plan.world = (int)cli.world;
+		plan.ifname = ifbuf[0] ? ifbuf : NULL;
+		if (!o->out_dir) {
+			const char *t = getenv("TMPDIR");
+			snprintf(tmp_dir, sizeof(tmp_dir), "%s/nicpick-smoke.XXXXXX", t && *t ? t : "/tmp");
+			if (!mkdtemp(tmp_dir)) {
+				fprintf(stderr, "nicpick: error: cannot create %s: %s\n", tmp_dir, strerror(errno));
+				return NP_EINTERNAL;
+			}
+			o->out_dir = tmp_dir;
+		}
+	} else {
+		if (smoke_outdir_load(o->out_dir, &od, &err) < 0)
+			return fail(&err);
+		for (size_t i = 0; i < od.n_vars; i++) {
+			env.vars[env.n].key = od.key[i];
+			snprintf(env.vars[env.n++].value, sizeof(env.vars[0].value), "%s", od.value[i]);
+		}
+		plan.rank = od.rank;
+		plan.world = od.world;
+		plan.ifname = od.ifname;
+		plan.ib_hca = od.ib_hca[0] ? od.ib_hca : NULL;
+		plan.min_mbps = od.min_mbps;
+	}
+	struct smoke_report rep = { 0 };
+	/* --comm-id is given whole; select_smoke() builds it from an address. */
+	char addr[80] = "";
+	const char *cid = standalone ? cli.comm_id : od.comm_id;
+	const char *colon = strrchr(cid, ':');
+	if (!colon || colon == cid || !colon[1])
+		return usage_error("--comm-id '%s': expected ADDR:PORT or [IPV6]:PORT", cid);
+	long port;
+	if (parse_long(colon + 1, 1, 65535, &port) < 0)
+		return usage_error("--comm-id '%s': the port must be 1 to 65535", cid);
+	snprintf(addr, sizeof(addr), "%.*s", (int)(colon - cid), cid);
+	if (addr[0] == '[' && addr[strlen(addr) - 1] == ']') {
+		memmove(addr, addr + 1, strlen(addr));
+		addr[strlen(addr) - 1] = '\0';
+	}
+	plan.root_addr = addr;
+	o->smoke_port = (int)port;
+	rc = select_smoke(o, &plan, &env, &rep, &err);
+	if (cli.json) {
+		json_t *j = smoke_report_to_json(&rep);
+		char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(j);
+	}
+	if (tmp_dir[0])
+		rmdir(tmp_dir);
+	if (rc < 0)
+		return fail(&err);
+	char line[NP_ERR_MSG_MAX + 64];
+	smoke_report_summary(&rep, line, sizeof(line));
+	fprintf(stderr, "nicpick: %s\n", line);
+	return 0;
+}
+
 static int cmd_select(int argc, char **argv)
 {
 	struct cli cli;
-	int rc = parse(argc, argv, true, &cli);
+	int rc = parse(argc, argv, MODE_SELECT, &cli);
 	if (rc)
 		return rc;
 	if (!cli.sel.out_dir)
@@ -455,6 +699,7 @@ static int cmd_select(int argc, char **argv)
 	struct select_result r;
 	cli.sel.ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
 	cli.sel.ex.log = log_line;
+	smoke_env(&cli.sel);
 	cli.sel.ex.agree.family = cli.sel.policy.family;
 	if (cli.sel.policy.has_cidr) {
 		char cidr[80], addr[64];
@@ -479,6 +724,11 @@ static int cmd_select(int argc, char **argv)
 		json_string_value(json_object_get(choice, "interface")),
 		json_string_value(json_object_get(choice, "class")),
 		json_string_value(json_object_get(choice, "address")), cli.sel.out_dir);
+	if (r.smoke.status == SMOKE_SKIPPED) {
+		char line[NP_ERR_MSG_MAX + 64];
+		smoke_report_summary(&r.smoke, line, sizeof(line));
+		fprintf(stderr, "nicpick: %s\n", line);
+	}
 	select_result_free(&r);
 	return 0;
 }
@@ -507,5 +757,7 @@ int main(int argc, char **argv)
 		return cmd_discover(argc - 1, argv + 1);
 	if (strcmp(cmd, "select") == 0)
 		return cmd_select(argc - 1, argv + 1);
+	if (strcmp(cmd, "smoke") == 0)
+		return cmd_smoke(argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

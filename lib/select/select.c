@@ -147,10 +147,7 @@ static json_t *build_decision(const struct select_opts *o, const struct select_r
 	if (c->gid_index >= 0)
 		json_object_set_new(choice, "ib_gid_index", json_integer(c->gid_index));
 
-	json_t *smoke = json_pack("{s:s, s:s}", "status", "skipped", "reason",
-				  strcmp(o->smoke_mode, "off") == 0
-					  ? "--smoke off"
-					  : "the smoke all-reduce is not part of this build");
+	json_t *smoke = smoke_report_to_json(&r->smoke);
 	return json_pack("{s:i, s:{s:s, s:s}, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "version", 1,
 			 "nicpick", "version", NICPICK_VERSION, "rev", NICPICK_GITREV, "node", host,
 			 "peers", o->peers_k8s ? "k8s" : "none", "source",
@@ -192,6 +189,22 @@ static int agree(const struct select_opts *o, struct select_result *r, np_error 
 	return 0;
 }
 
+/* The result annotation and the Event on this pod.  The outputs are
+ * written (or the failure is already decided): a failure to report it is
+ * only a warning. */
+static void publish(const struct select_opts *o, struct select_result *r, bool ok, const char *msg)
+{
+	np_error perr = { 0 };
+	struct exchange_opts xo = o->ex;
+	struct k8s_config cfg = { 0 };
+	if (k8s_config_load(&cfg, &o->k8s, &perr) == 0) {
+		xo.k8s = &cfg;
+		if (exchange_publish_result(&xo, &r->ex, ok, msg, &perr) < 0 && xo.log)
+			xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
+	}
+	k8s_config_free(&cfg);
+}
+
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err)
 {
 	if (select_gather(o, r, err) < 0)
@@ -229,6 +242,42 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (outputs_env_from_choice(&c, &env, err) < 0)
 		return -1;
 
+	if (o->nccl_debug && o->out_dir) {
+		/* Training logs as the smoke test did, into the same emptyDir. */
+		if (env.n + 2 > OUTPUTS_VARS_MAX)
+			return np_error_set(err, NP_EINTERNAL, 0, "too many output variables");
+		env.vars[env.n].key = "NCCL_DEBUG";
+		snprintf(env.vars[env.n++].value, sizeof(env.vars[0].value), "INFO");
+		env.vars[env.n].key = "NCCL_DEBUG_FILE";
+		snprintf(env.vars[env.n++].value, sizeof(env.vars[0].value),
+			 "%s/nccl-debug/train.%%h.%%p", o->out_dir);
+	}
+
+	/* The smoke all-reduce, after every pod's probe passed and before
+	 * anything is written: a failure leaves no outputs. */
+	struct select_smoke_plan plan = {
+		.rank = r->agreed ? r->ex.rank : 0,
+		.world = r->agreed ? r->ex.world : 1,
+		.root_addr = r->agreed ? r->ex.root_addr
+				       : (v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1"),
+		.root_pod = "",
+		.ifname = n->name,
+		.ib_hca = c.ib_hca,
+		.min_mbps = r->agreed ? r->ex.min_mbps : n->eff_speed_mbps,
+	};
+	int smoke_ret = select_smoke(o, &plan, &env, &r->smoke, err);
+	if (o->ex.log && r->smoke.status != SMOKE_SKIPPED) {
+		char line[NP_ERR_MSG_MAX + 64];
+		smoke_report_summary(&r->smoke, line, sizeof(line));
+		o->ex.log(o->ex.log_ud, r->smoke.status == SMOKE_PASSED ? EXCHANGE_INFO : EXCHANGE_WARN,
+			  line);
+	}
+	if (smoke_ret < 0) {
+		if (r->agreed)
+			publish(o, r, false, err->msg);
+		return -1;
+	}
+
 	r->decision = build_decision(o, r, &c, &env);
 	if (!r->decision)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build decision.json");
@@ -237,20 +286,12 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (o->out_dir && outputs_write(o->out_dir, &env, r->decision, err) < 0)
 		return -1;
 	if (r->agreed) {
-		char msg[512];
-		snprintf(msg, sizeof(msg), "NCCL uses %s (%s) on %s, agreed by %zu pods%s", n->name,
+		char msg[1536], sm[NP_ERR_MSG_MAX];
+		smoke_report_summary(&r->smoke, sm, sizeof(sm));
+		snprintf(msg, sizeof(msg), "NCCL uses %s (%s) on %s, agreed by %zu pods%s; %s", n->name,
 			 r->ex.addr, r->ex.network, r->ex.n_pods,
-			 r->ex.next_pod[0] ? " and probed around the ring" : "");
-		np_error perr = { 0 };
-		struct exchange_opts xo = o->ex;
-		struct k8s_config cfg = { 0 };
-		/* The outputs are written; a failure to report it is only a warning. */
-		if (k8s_config_load(&cfg, &o->k8s, &perr) == 0) {
-			xo.k8s = &cfg;
-			if (exchange_publish_result(&xo, &r->ex, true, msg, &perr) < 0 && xo.log)
-				xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
-		}
-		k8s_config_free(&cfg);
+			 r->ex.next_pod[0] ? " and probed around the ring" : "", sm);
+		publish(o, r, true, msg);
 	}
 	return 0;
 }

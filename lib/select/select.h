@@ -10,7 +10,9 @@
 #include "exchange/exchange.h"
 #include "k8s/k8s.h"
 #include "nic/nic.h"
+#include "outputs/outputs.h"
 #include "policy/policy.h"
+#include "smoke/smoke.h"
 #include "util/err.h"
 
 struct select_opts {
@@ -19,6 +21,18 @@ struct select_opts {
 	const char *out_dir;    /* NULL: decide but write nothing */
 	struct policy policy;
 	const char *smoke_mode; /* "off", "auto", "required" */
+	int smoke_port;         /* NCCL_COMM_ID port on rank 0's agreed address */
+	long smoke_bytes;       /* the largest all-reduce (0: SMOKE_DEFAULT_BYTES) */
+	int smoke_timeout_s;    /* the smoke step's own bound, within the deadline */
+	double min_busbw;       /* GB/s; 0: a default from the agreed link speed */
+	bool nccl_debug;        /* keep NCCL's log in the out-dir, and make
+				 * training log the same way */
+	/* Where nicpick-smoke is and what it starts from (cmd fills these;
+	 * lib reads no environment of its own). */
+	const char *smoke_bin;  /* NICPICK_SMOKE_BIN */
+	const char *self_exe;   /* this program's path */
+	const char *path_env;   /* PATH */
+	char *const *base_env;  /* the environment the companion inherits */
 	bool peers_k8s;         /* agree through the Kubernetes API */
 	struct k8s_config_overrides k8s;
 	struct exchange_opts ex; /* k8s is filled in by select_run */
@@ -31,7 +45,26 @@ struct select_result {
 	int chosen;       /* index into nics.v, -1 none */
 	bool agreed;      /* peers_k8s: the exchange ran */
 	struct exchange_result ex;
+	struct smoke_report smoke;
 };
+
+/* Who this pod is in the smoke all-reduce. */
+struct select_smoke_plan {
+	int rank, world;
+	const char *root_addr; /* rank 0's agreed address */
+	const char *root_pod;  /* rank 0's pod, "" unknown */
+	const char *ifname;    /* this pod's agreed interface */
+	const char *ib_hca;    /* NCCL_IB_HCA without '=', or NULL */
+	long min_mbps;         /* the agreed network's slowest link, -1 unknown */
+};
+
+/* Run (or skip) the smoke all-reduce with env; fills rep.  0 when it
+ * passed or was skipped, -1 with NP_ESMOKE when it failed or is required
+ * and cannot run. */
+int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
+		 const struct outputs_env *env, struct smoke_report *rep, np_error *err);
+/* NCCL_COMM_ID's syntax: "10.9.0.1:29418", "[fd00::1]:29418". */
+void select_comm_id(const char *addr, int port, char *buf, size_t len);
 
 /* Gather the node's interfaces (discovery or snapshot) and rank them. */
 int select_gather(const struct select_opts *o, struct select_result *r, np_error *err);

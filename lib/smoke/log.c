@@ -199,7 +199,7 @@ int smoke_log_check(const struct smoke_log *log, const char *want_if, const char
 	bool ib = strcmp(log->network, "IB") == 0 || (!log->network[0] && log->n_ib && !log->n_socket);
 	if (log->has_bootstrap && strcmp(log->bootstrap.name, want_if) != 0)
 		return np_error_set(err, NP_ESMOKE, 0,
-				    "NCCL bootstrapped on %s:%s, not on the agreed %s (\"Bootstrap: Using %s:%s\")",
+				    "NCCL bootstrapped on %s:%s, not the agreed %s (\"Bootstrap: Using %s:%s\")",
 				    log->bootstrap.name, log->bootstrap.addr, want_if,
 				    log->bootstrap.name, log->bootstrap.addr);
 	if (ib) {

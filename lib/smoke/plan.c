@@ -84,7 +84,7 @@ double smoke_default_min_busbw(long min_mbps)
 	return min_mbps / 8000.0 * 0.05;
 }
 
-static void size_text(long bytes, char *buf, size_t len)
+void smoke_size_text(long bytes, char *buf, size_t len)
 {
 	if (bytes >= (1L << 20) && bytes % (1L << 20) == 0)
 		snprintf(buf, len, "%ld MiB", bytes >> 20);
@@ -97,6 +97,15 @@ static void size_text(long bytes, char *buf, size_t len)
 int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		const struct smoke_expect *x, np_error *err)
 {
+	for (size_t i = 0; i < r->n_sizes; i++) {
+		if (r->sizes[i].wrong) {
+			char sz[32];
+			smoke_size_text(r->sizes[i].bytes, sz, sizeof(sz));
+			return np_error_set(err, NP_ESMOKE, 0,
+					    "smoke all-reduce of %s gave wrong sums: %ld of %ld elements differ from the exact sum",
+					    sz, r->sizes[i].wrong, r->sizes[i].bytes / 4);
+		}
+	}
 	if (!r->ok) {
 		if (r->unavailable)
 			return np_error_set(err, NP_ESMOKE, 0, "smoke test cannot run here (%s): %s",
@@ -104,22 +113,13 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		return np_error_set(err, NP_ESMOKE, 0, "smoke all-reduce failed in %s: %s",
 				    smoke_phase_name(r->phase), r->error);
 	}
-	for (size_t i = 0; i < r->n_sizes; i++) {
-		if (r->sizes[i].wrong) {
-			char sz[32];
-			size_text(r->sizes[i].bytes, sz, sizeof(sz));
-			return np_error_set(err, NP_ESMOKE, 0,
-					    "smoke all-reduce of %s gave wrong sums: %ld of %ld elements differ",
-					    sz, r->sizes[i].wrong, r->sizes[i].bytes / 4);
-		}
-	}
 	if (log && x->ifname && smoke_log_check(log, x->ifname, x->ib_hca, err) < 0)
 		return -1;
 	if (x->min_busbw > 0 && r->n_sizes > 0 && r->world > 1) {
 		const struct smoke_size *s = &r->sizes[r->n_sizes - 1];
 		if (s->busbw_gbps < x->min_busbw) {
 			char sz[32];
-			size_text(s->bytes, sz, sizeof(sz));
+			smoke_size_text(s->bytes, sz, sizeof(sz));
 			return np_error_set(err, NP_ESMOKE, 0,
 					    "slow network: busbw %.2f GB/s (algbw %.2f GB/s) at %s < %.2f GB/s (%s)",
 					    s->busbw_gbps, s->algbw_gbps, sz, x->min_busbw, x->min_busbw_why);

@@ -2,6 +2,7 @@
  * one-line summary, and the reader `nicpick smoke --out-dir` uses. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,9 +100,11 @@ void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len)
 	const char *dev = s->log.n_socket ? s->log.socket[0].name
 			  : s->log.n_ib  ? s->log.ib[0].name
 					 : s->ifname;
+	char sz[32];
+	smoke_size_text(z ? z->bytes : 0, sz, sizeof(sz));
 	snprintf(buf, len,
-		 "smoke all-reduce passed: %d pods, exact sums, busbw %.2f GB/s at %ld MiB, NCCL %s on %s (%s), verdict in %.1f s",
-		 r->world, z ? z->busbw_gbps : 0.0, z ? z->bytes >> 20 : 0L, nv, dev,
+		 "smoke all-reduce passed: %d pods, exact sums, busbw %.2f GB/s at %s, NCCL %s on %s (%s), verdict in %.1f s",
+		 r->world, z ? z->busbw_gbps : 0.0, sz, nv, dev,
 		 s->log.network[0] ? s->log.network : "Socket", s->verdict_ms / 1000.0);
 }
 

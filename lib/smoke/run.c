@@ -110,7 +110,7 @@ static int wait_comm(struct rank *k, const char *what, np_error *err)
 		if (st != ncclInProgress)
 			return nccl_fail(k, st, what, err);
 		if (np_now_ms() >= k->o->deadline_ms)
-			return np_error_set(err, NP_ESMOKE, ETIMEDOUT, "%s did not finish in time", what);
+			return np_error_set(err, NP_ESMOKE, 0, "%s did not finish by the deadline", what);
 		sleep_us(POLL_US);
 	}
 }
@@ -130,7 +130,7 @@ static int wait_stream(struct rank *k, const char *what, np_error *err)
 		    st != ncclInProgress)
 			return nccl_fail(k, st, what, err);
 		if (np_now_ms() >= k->o->deadline_ms)
-			return np_error_set(err, NP_ESMOKE, ETIMEDOUT, "%s did not finish in time", what);
+			return np_error_set(err, NP_ESMOKE, 0, "%s did not finish by the deadline", what);
 		sleep_us(POLL_US);
 	}
 }
@@ -163,13 +163,12 @@ static int fill(struct rank *k, size_t count, np_error *err)
 static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 {
 	size_t count = (size_t)s->bytes / sizeof(float);
-	char what[96];
-	const char *unit = s->bytes >= (1L << 20) ? "MiB" : "KiB";
-	long shown = s->bytes >= (1L << 20) ? s->bytes >> 20 : s->bytes >> 10;
+	char what[96], sz[32];
+	smoke_size_text(s->bytes, sz, sizeof(sz));
 
 	/* First pass: the exact check (in place, so the input is refilled). */
 	k->r->phase = SMOKE_PHASE_ALLREDUCE;
-	snprintf(what, sizeof(what), "all-reduce of %ld %s", shown, unit);
+	snprintf(what, sizeof(what), "all-reduce of %s", sz);
 	if (fill(k, count, err) < 0 || allreduce_once(k, count, what, err) < 0)
 		return -1;
 	k->r->phase = SMOKE_PHASE_VERIFY;
@@ -292,9 +291,11 @@ out:
 	free(k.host);
 	r->total_ms = np_now_ms() - t0;
 	for (size_t i = 0; ret == 0 && i < r->n_sizes; i++)
-		if (r->sizes[i].wrong)
+		if (r->sizes[i].wrong) {
+			r->phase = SMOKE_PHASE_VERIFY;
 			ret = np_error_set(err, NP_ESMOKE, 0, "wrong sums at %ld bytes: %ld elements",
 					   r->sizes[i].bytes, r->sizes[i].wrong);
+		}
 	if (ret == 0)
 		r->ok = true;
 	return ret;

@@ -106,6 +106,8 @@ size_t smoke_plan_sizes(long max_bytes, long *sizes);
  * ranks: small integers, so a float32 sum is exact (n <= 2^20). */
 float smoke_input_value(int rank, size_t i);
 float smoke_expected_sum(int world, size_t i);
+/* "64 MiB", "64 KiB", "100 B". */
+void smoke_size_text(long bytes, char *buf, size_t len);
 /* nccl-tests' bus bandwidth factor for all-reduce: 2(n-1)/n. */
 double smoke_busbw_factor(int world);
 

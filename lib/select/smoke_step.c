@@ -1,0 +1,155 @@
+/* The smoke step of `select`: after every pod's probe passed and before
+ * anything is written, run the all-reduce with exactly the variables the
+ * outputs will hold, and judge it. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "select/select.h"
+#include "util/clock.h"
+
+/* "10.9.0.1:29418", "[fd00::1]:29418" (NCCL_COMM_ID's syntax). */
+void select_comm_id(const char *addr, int port, char *buf, size_t len)
+{
+	if (strchr(addr, ':'))
+		snprintf(buf, len, "[%s]:%d", addr, port);
+	else
+		snprintf(buf, len, "%s:%d", addr, port);
+}
+
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d)) != NULL)
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
+	rmdir(dir);
+}
+
+static int skip(struct smoke_report *rep, const char *why)
+{
+	rep->status = SMOKE_SKIPPED;
+	snprintf(rep->reason, sizeof(rep->reason), "%s", why);
+	return 0;
+}
+
+int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
+		 const struct outputs_env *env, struct smoke_report *rep, np_error *err)
+{
+	bool required = strcmp(o->smoke_mode, "required") == 0;
+	int64_t t0 = np_now_ms();
+	rep->rank = p->rank;
+	rep->world = p->world;
+	select_comm_id(p->root_addr, o->smoke_port, rep->comm_id, sizeof(rep->comm_id));
+	snprintf(rep->ifname, sizeof(rep->ifname), "%s", p->ifname ? p->ifname : "");
+	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
+	if (strcmp(o->smoke_mode, "off") == 0)
+		return skip(rep, "--smoke off");
+
+	char companion[SMOKE_PATH_MAX];
+	np_error ferr = { 0 };
+	if (smoke_find_companion(o->smoke_bin, o->self_exe, o->path_env, companion,
+				 sizeof(companion), &ferr) < 0) {
+		if (!required)
+			return skip(rep, ferr.msg);
+		rep->status = SMOKE_FAILED;
+		snprintf(rep->reason, sizeof(rep->reason), "%s", ferr.msg);
+		return np_error_set(err, NP_ESMOKE, 0, "--smoke required: %s", ferr.msg);
+	}
+
+	/* The log directory: kept in the out-dir with --nccl-debug, else a
+	 * private one removed afterwards.  Never /tmp: a restricted pod's
+	 * root file system is read-only, the out-dir is its emptyDir. */
+	char log_dir[SMOKE_PATH_MAX];
+	if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST)
+		return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", o->out_dir);
+	if (o->nccl_debug) {
+		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", o->out_dir);
+		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
+			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
+	} else {
+		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", o->out_dir);
+		if (!mkdtemp(log_dir))
+			return np_error_set(err, NP_EINTERNAL, errno, "cannot create a directory in %s",
+					    o->out_dir);
+	}
+
+	const char *vars[2 * OUTPUTS_VARS_MAX + 1];
+	size_t nv = 0;
+	for (size_t i = 0; i < env->n; i++) {
+		/* --nccl-debug's own NCCL_DEBUG* are for training; the smoke
+		 * test sets its own. */
+		if (strncmp(env->vars[i].key, "NCCL_DEBUG", 10) == 0)
+			continue;
+		vars[nv++] = env->vars[i].key;
+		vars[nv++] = env->vars[i].value;
+	}
+	vars[nv] = NULL;
+	struct smoke_opts so = {
+		.companion = companion,
+		.base_env = o->base_env,
+		.vars = vars,
+		.rank = p->rank,
+		.world = p->world,
+		.comm_id = rep->comm_id,
+		.max_bytes = o->smoke_bytes > 0 ? o->smoke_bytes : SMOKE_DEFAULT_BYTES,
+		.gpu = 0,
+		.deadline_ms = o->smoke_timeout_s > 0 && t0 + o->smoke_timeout_s * 1000LL < o->ex.deadline_ms
+				       ? t0 + o->smoke_timeout_s * 1000LL
+				       : o->ex.deadline_ms,
+		.log_dir = log_dir,
+	};
+	if (o->ex.log) {
+		char line[256];
+		snprintf(line, sizeof(line), "smoke: rank %d of %d, NCCL_COMM_ID=%s, on %s",
+			 p->rank, p->world, rep->comm_id, p->ifname ? p->ifname : "NCCL's choice");
+		o->ex.log(o->ex.log_ud, EXCHANGE_INFO, line);
+	}
+	np_error serr = { 0 };
+	int ret = smoke_spawn(&so, false, &rep->result, &serr);
+	if (ret == 0) {
+		rep->ran = true;
+		smoke_log_read_dir(log_dir, &rep->log, &serr);
+	}
+	if (o->nccl_debug)
+		snprintf(rep->debug_dir, sizeof(rep->debug_dir), "%s", log_dir);
+	else
+		remove_dir(log_dir);
+	rep->verdict_ms = np_now_ms() - t0;
+
+	if (ret == 0 && !rep->result.ok && rep->result.unavailable && !required)
+		return skip(rep, rep->result.error);
+	struct smoke_expect x = { .ifname = p->ifname, .ib_hca = p->ib_hca };
+	if (o->min_busbw > 0) {
+		x.min_busbw = o->min_busbw;
+		snprintf(x.min_busbw_why, sizeof(x.min_busbw_why), "--min-busbw %g", o->min_busbw);
+	} else if ((x.min_busbw = smoke_default_min_busbw(p->min_mbps)) > 0) {
+		snprintf(x.min_busbw_why, sizeof(x.min_busbw_why),
+			 "5%% of the slowest agreed link, %ld Mb/s", p->min_mbps);
+	}
+	rep->min_busbw = x.min_busbw;
+	snprintf(rep->min_busbw_why, sizeof(rep->min_busbw_why), "%s", x.min_busbw_why);
+	if (ret < 0 || smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr) < 0) {
+		rep->status = SMOKE_FAILED;
+		snprintf(rep->reason, sizeof(rep->reason), "%s", serr.msg);
+		if (p->world > 1 && rep->ran && rep->result.phase == SMOKE_PHASE_INIT)
+			snprintf(rep->reason + strlen(rep->reason),
+				 sizeof(rep->reason) - strlen(rep->reason),
+				 "; rank 0 (%s) hosts the bootstrap at %s: a pod that never started its smoke test, or a port %d that is blocked or taken, stops every rank here",
+				 p->root_pod[0] ? p->root_pod : "the gatherer", rep->comm_id,
+				 o->smoke_port);
+		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
+	}
+	rep->status = SMOKE_PASSED;
+	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
+	return 0;
+}
