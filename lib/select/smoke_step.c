@@ -132,7 +132,8 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	if (o->min_busbw > 0) {
 		x.min_busbw = o->min_busbw;
 		snprintf(x.min_busbw_why, sizeof(x.min_busbw_why), "--min-busbw %g", o->min_busbw);
-	} else if ((x.min_busbw = smoke_default_min_busbw(p->min_mbps)) > 0) {
+	} else if (so.max_bytes >= SMOKE_DEFAULT_MIN_SIZE &&
+		   (x.min_busbw = smoke_default_min_busbw(p->min_mbps)) > 0) {
 		snprintf(x.min_busbw_why, sizeof(x.min_busbw_why),
 			 "5%% of the slowest agreed link, %ld Mb/s", p->min_mbps);
 	}

@@ -193,6 +193,9 @@ struct smoke_expect {
  * 12.5 GB/s link) and high enough that a management NIC (1-10 Gb/s)
  * carrying the job fails.  0 when the speed is unknown. */
 double smoke_default_min_busbw(long min_mbps);
+/* ... applied only when the largest all-reduce is at least this big: below
+ * it latency, not the link, sets the figure. */
+#define SMOKE_DEFAULT_MIN_SIZE (8L << 20)
 
 /* Judge a finished run: the result itself, the exact sums, NCCL's log and
  * the bandwidth.  Returns 0, or -1 with NP_ESMOKE and one line that names

@@ -1,0 +1,328 @@
+"""The smoke all-reduce on CPU-only CI.
+
+Real NCCL runs on the GPU machine (tests/gpu).  Here nicpick-smoke loads a
+test double of libnccl.so.2 and libcudart.so (tests/doubles/fakegpu.c) that
+behaves as NCCL and CUDA do, good and bad: an all-reduce that really sums
+across processes, an init that never completes, init errors, wrong sums, a
+log that names another device, a peer that dies, a slow link, no driver, no
+GPU.  Every case asserts the exit code, the one-line message, and what was
+(not) written."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def fakegpu():
+    path = os.environ.get("NICPICK_FAKEGPU") or str(ROOT / "build" / "tests" / "libfakegpu.so")
+    if not os.path.isfile(path):
+        if os.environ.get("CI") or os.environ.get("NICPICK_FAKEGPU"):
+            pytest.fail(f"the NCCL/CUDA test double is missing at {path} (make builds it)")
+        pytest.skip(f"{path} missing: run `make integration`")
+    return path
+
+
+@pytest.fixture
+def gpu_env(fakegpu, tmp_path, monkeypatch):
+    """The environment of a pod whose NCCL and CUDA are the test double."""
+    d = tmp_path / "fakegpu"
+    d.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NCCL_", "FAKEGPU_", "NICPICK_NCCL", "NICPICK_CUDART"))}
+    env.update(NICPICK_NCCL_LIB=fakegpu, NICPICK_CUDART_LIB=fakegpu, FAKEGPU_DIR=str(d))
+    return env
+
+
+def run(nicpick_bin, *args, env, timeout=60):
+    return subprocess.run([nicpick_bin, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def ranks(nicpick_bin, env, world=2, extra=(), per_rank_env=None, comm_id="127.0.0.1:29999",
+          timeout=60):
+    """world `nicpick smoke` processes at once on loopback; returns
+    [(proc, report or None, seconds)] in rank order."""
+    procs = []
+    for r in range(world):
+        e = dict(env, NCCL_SOCKET_IFNAME="=lo", **(per_rank_env(r) if per_rank_env else {}))
+        procs.append((time.monotonic(), subprocess.Popen(
+            [nicpick_bin, "smoke", "--rank", str(r), "--world-size", str(world), "--comm-id",
+             comm_id, "--smoke-bytes", "64K", "--json", *extra],
+            env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    out = []
+    for t0, p in procs:
+        so, se = p.communicate(timeout=timeout)
+        p.stderr_text = se
+        out.append((p, json.loads(so) if so.strip() else None, time.monotonic() - t0))
+    return out
+
+
+def error_line(p):
+    errs = [l for l in p.stderr_text.splitlines() if l.startswith("nicpick: error:")]
+    assert len(errs) == 1, p.stderr_text
+    return errs[0]
+
+
+def test_two_ranks_sum_exactly_over_the_agreed_interface(nicpick_bin, gpu_env):
+    res = ranks(nicpick_bin, gpu_env)
+    for r, (p, rep, _) in enumerate(res):
+        assert p.returncode == 0, p.stderr_text
+        assert rep["status"] == "passed" and rep["correct"] is True
+        assert rep["rank"] == r and rep["world"] == 2
+        assert rep["nccl_log"]["net_socket"] == [{"interface": "lo", "address": f"10.0.0.{r + 1}"}]
+        assert rep["nccl"]["version"] == "2.28.9"
+        assert rep["gpu"]["model"] == "Fake GPU (test double)"
+        assert rep["sizes"][-1]["bytes"] == 65536 and rep["sizes"][-1]["wrong"] == 0
+        assert "smoke all-reduce passed: 2 pods, exact sums" in p.stderr_text
+
+
+def test_init_that_never_completes_ends_at_the_smoke_timeout(nicpick_bin, gpu_env):
+    env = dict(gpu_env, FAKEGPU_MODE="hang-init")
+    res = ranks(nicpick_bin, env, extra=("--smoke-timeout", "2", "--timeout", "60"))
+    for p, rep, secs in res:
+        assert p.returncode == 6, p.stderr_text
+        line = error_line(p)
+        assert "failed in init: communicator init did not finish by the deadline" in line
+        assert "hosts the bootstrap at 127.0.0.1:29999" in line
+        assert secs < 10, f"took {secs:.1f} s for a 2 s smoke timeout"
+        assert rep["status"] == "failed"
+
+
+def test_nccl_init_error_carries_nccls_own_text(nicpick_bin, gpu_env):
+    res = ranks(nicpick_bin, dict(gpu_env, FAKEGPU_MODE="init-error"), world=1)
+    p, rep, _ = res[0]
+    assert p.returncode == 6
+    line = error_line(p)
+    assert "unhandled system error" in line and "Connection refused" in line
+
+
+def test_wrong_sums_are_a_failure(nicpick_bin, gpu_env):
+    for p, rep, _ in ranks(nicpick_bin, dict(gpu_env, FAKEGPU_MODE="wrong-sums")):
+        assert p.returncode == 6, p.stderr_text
+        assert "gave wrong sums: 1 of 16384 elements differ" in error_line(p)
+        assert rep["correct"] is False
+
+
+def test_nccl_using_another_device_is_a_failure(nicpick_bin, gpu_env):
+    env = dict(gpu_env, FAKEGPU_MODE="wrong-if", FAKEGPU_IF="cni0")
+    for p, rep, _ in ranks(nicpick_bin, env):
+        assert p.returncode == 6, p.stderr_text
+        assert "NCCL bootstrapped on cni0:" in error_line(p)
+        assert "not the agreed lo" in error_line(p)
+        assert rep["nccl_log"]["bootstrap"]["interface"] == "cni0"
+
+
+def test_a_peer_that_dies_mid_test_does_not_hang_the_others(nicpick_bin, gpu_env):
+    env = dict(gpu_env, FAKEGPU_MODE="die-mid", FAKEGPU_DIE_RANK="1")
+    (p0, rep0, t0), (p1, rep1, t1) = ranks(nicpick_bin, env,
+                                           extra=("--smoke-timeout", "3", "--timeout", "60"))
+    assert p1.returncode == 6 and "nicpick-smoke exited 9 without a result" in error_line(p1)
+    assert p0.returncode == 6, p0.stderr_text
+    assert "failed in all-reduce: all-reduce of 1 MiB did not finish by the deadline" in \
+        error_line(p0) or "all-reduce of 64 KiB did not finish" in error_line(p0)
+    assert t0 < 15
+
+
+def test_a_slow_network_is_a_failure_with_the_figures(nicpick_bin, gpu_env):
+    env = dict(gpu_env, FAKEGPU_MODE="slow", FAKEGPU_SLOW_MS="50")
+    for p, rep, _ in ranks(nicpick_bin, env, extra=("--min-busbw", "1")):
+        assert p.returncode == 6, p.stderr_text
+        line = error_line(p)
+        assert "slow network: busbw 0.00 GB/s" in line and "< 1.00 GB/s (--min-busbw 1)" in line
+
+
+def test_a_hung_companion_is_killed_at_the_deadline(nicpick_bin, gpu_env, tmp_path):
+    fake = tmp_path / "nicpick-smoke"
+    fake.write_text("#!/bin/sh\nexec sleep 1000\n")
+    fake.chmod(0o755)
+    t0 = time.monotonic()
+    p = run(nicpick_bin, "smoke", "--rank", "0", "--world-size", "1", "--comm-id",
+            "127.0.0.1:29999", "--smoke-timeout", "1", env=dict(gpu_env, NICPICK_SMOKE_BIN=str(fake)))
+    assert p.returncode == 6
+    p.stderr_text = p.stderr
+    assert "did not end by the deadline and was killed" in error_line(p)
+    assert time.monotonic() - t0 < 15
+
+
+def test_a_companion_that_prints_garbage_is_refused(nicpick_bin, gpu_env, tmp_path):
+    fake = tmp_path / "nicpick-smoke"
+    fake.write_text("#!/bin/sh\necho '{\"v\":1,\"ok\":true}'\n")
+    fake.chmod(0o755)
+    p = run(nicpick_bin, "smoke", "--rank", "0", "--world-size", "1", "--comm-id",
+            "127.0.0.1:29999", env=dict(gpu_env, NICPICK_SMOKE_BIN=str(fake)))
+    assert p.returncode == 6
+    p.stderr_text = p.stderr
+    assert "bad result from nicpick-smoke" in error_line(p)
+
+
+@pytest.mark.parametrize("nccl,cudart,want", [
+    ("/etc/passwd", None, "no usable libnccl.so.2: /etc/passwd ("),
+    ("libc.so.6", None, "no usable libnccl.so.2: libc.so.6 (not the expected library)"),
+    ("/nonexistent/libnccl.so.2", None, "no usable libnccl.so.2: /nonexistent/libnccl.so.2"),
+    (None, "/etc/hostname", "no usable CUDA runtime: /etc/hostname ("),
+])
+def test_a_path_that_is_not_a_usable_library_is_a_clear_error(nicpick_bin, gpu_env, nccl, cudart,
+                                                              want):
+    env = dict(gpu_env)
+    if nccl:
+        env["NICPICK_NCCL_LIB"] = nccl
+    if cudart:
+        env["NICPICK_CUDART_LIB"] = cudart
+    p = run(nicpick_bin, "smoke", "--rank", "0", "--world-size", "1", "--comm-id",
+            "127.0.0.1:29999", env=env)
+    assert p.returncode == 6, p.stderr
+    p.stderr_text = p.stderr
+    line = error_line(p)
+    assert "cannot run here" in line and want in line, line
+
+
+# ---- select: auto, required, outputs ----
+
+def select(nicpick, node, out_dir, env, *args):
+    return nicpick.run("select", "--peers", "none", "--out-dir", str(out_dir), *args, ns=node,
+                       env=env)
+
+
+@pytest.mark.parametrize("mode,why", [("nodriver", "no CUDA driver"),
+                                      ("nogpu", "no GPU visible")])
+def test_auto_skips_on_a_node_without_a_gpu_and_says_why(nicpick, node, out_dir, gpu_env, mode,
+                                                         why):
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE=mode), "--smoke", "auto")
+    assert p.returncode == 0, p.stderr
+    d = json.loads((out_dir / "decision.json").read_text())
+    assert d["smoke"]["status"] == "skipped" and why in d["smoke"]["reason"]
+    assert f"smoke all-reduce skipped: " in p.stderr and why in p.stderr
+
+
+@pytest.mark.parametrize("mode,why", [("nodriver", "cannot run here (no-driver)"),
+                                      ("nogpu", "cannot run here (no-gpu)")])
+def test_required_without_a_gpu_exits_6_and_writes_nothing(nicpick, node, out_dir, gpu_env, mode,
+                                                           why):
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE=mode), "--smoke", "required")
+    assert p.returncode == 6, p.stderr
+    p.stderr_text = p.stderr
+    assert why in error_line(p)
+    assert sorted(os.listdir(out_dir)) == [], "a failed run leaves no outputs"
+
+
+def test_required_without_the_companion_exits_6(nicpick_bin, node, out_dir, gpu_env, tmp_path):
+    lone = tmp_path / "bin" / "nicpick"
+    lone.parent.mkdir()
+    shutil.copy(nicpick_bin, lone)
+    env = dict(gpu_env, PATH="/usr/bin:/bin")
+    p = node.exec([str(lone), "select", "--peers", "none", "--out-dir", str(out_dir), "--smoke",
+                   "required"], env=env)
+    assert p.returncode == 6, p.stderr
+    assert "nicpick-smoke not found beside nicpick or on PATH" in p.stderr
+    assert os.listdir(out_dir) == []
+    p = node.exec([str(lone), "select", "--peers", "none", "--out-dir", str(out_dir), "--smoke",
+                   "auto"], env=env)
+    assert p.returncode == 0, p.stderr
+    d = json.loads((out_dir / "decision.json").read_text())
+    assert d["smoke"]["status"] == "skipped" and "not found" in d["smoke"]["reason"]
+
+
+def test_required_passes_on_one_pod_and_records_it(nicpick, node, out_dir, gpu_env):
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K")
+    assert p.returncode == 0, p.stderr
+    s = json.loads((out_dir / "decision.json").read_text())["smoke"]
+    assert s["status"] == "passed" and s["correct"] is True
+    assert s["rank"] == 0 and s["world"] == 1 and s["comm_id"] == "10.77.0.1:29418"
+    assert s["nccl_log"]["net_socket"][0]["interface"] == "eth1"
+    assert s["gpu"]["model"] == "Fake GPU (test double)" and s["cuda"]["driver"] == "13.0"
+    assert s["time_to_verdict_ms"] >= 0
+    assert not [f for f in os.listdir(out_dir) if f.startswith(".")], "temporaries left behind"
+
+
+def test_failed_smoke_in_select_leaves_no_outputs(nicpick, node, out_dir, gpu_env):
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
+               "auto", "--smoke-bytes", "64K")
+    assert p.returncode == 6, p.stderr
+    assert os.listdir(out_dir) == []
+
+
+def test_nccl_debug_keeps_the_log_and_makes_training_log_too(nicpick, node, out_dir, gpu_env):
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K",
+               "--nccl-debug")
+    assert p.returncode == 0, p.stderr
+    logs = os.listdir(out_dir / "nccl-debug")
+    assert any(f.startswith("nccl-debug.") for f in logs), logs
+    env = (out_dir / "nccl.env").read_text()
+    assert "export NCCL_DEBUG='INFO'" in env
+    assert f"export NCCL_DEBUG_FILE='{out_dir}/nccl-debug/train.%h.%p'" in env
+
+
+def test_smoke_reads_a_finished_out_dir(nicpick, node, out_dir, gpu_env):
+    assert select(nicpick, node, out_dir, gpu_env, "--smoke", "off").returncode == 0
+    p = nicpick.run("smoke", "--out-dir", str(out_dir), "--smoke-bytes", "64K", ns=node,
+                    env=gpu_env)
+    assert p.returncode == 0, p.stderr
+    assert "smoke all-reduce passed: 1 pods" in p.stderr and "on eth1" in p.stderr
+    (out_dir / "decision.json").write_text('{"env": {}, "choice": {}}')
+    p = nicpick.run("smoke", "--out-dir", str(out_dir), ns=node, env=gpu_env)
+    assert p.returncode == 2
+    assert "decision.json" in p.stderr and "was it written by nicpick select?" in p.stderr
+
+
+@pytest.mark.parametrize("args,want", [
+    (["--rank", "0"], "--rank, --world-size and --comm-id go together"),
+    (["--rank", "2", "--world-size", "2", "--comm-id", "h:1"], "--rank 2 is not below --world-size 2"),
+    (["--rank", "0", "--world-size", "1", "--comm-id", "nohost"], "expected ADDR:PORT"),
+    (["--rank", "0", "--world-size", "1", "--comm-id", "h:99999"], "the port must be 1 to 65535"),
+    (["--rank", "0", "--world-size", "1", "--comm-id", "h:1", "--smoke-bytes", "1"], "--smoke-bytes '1'"),
+    (["--out-dir", "/x", "--include", "eth"], "--include is an option of 'select'"),
+    ([], "smoke: --out-dir DIR (a finished select) or --rank"),
+])
+def test_smoke_usage_errors(nicpick_bin, gpu_env, args, want):
+    p = run(nicpick_bin, "smoke", *args, env=gpu_env)
+    assert p.returncode == 2, p.stderr
+    p.stderr_text = p.stderr
+    assert want in error_line(p)
+
+
+# ---- the whole job: agreement through the API server, then the smoke test ----
+
+from test_agree_e2e import make_cluster, diag, run_job, assert_all_exit  # noqa: E402,F401
+import cluster as C  # noqa: E402
+
+
+def test_job_agrees_then_proves_the_network_with_ranks_from_the_agreement(make_cluster, gpu_env,
+                                                                          monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+    c = make_cluster()
+    run_job(c, "--expect", "4", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 0)
+    decs = [C.decision_of(p) for p in c.pods]
+    root = decs[0]["choice"]["address"]
+    assert sorted(d["smoke"]["rank"] for d in decs) == list(range(len(c.pods)))
+    assert decs[0]["smoke"]["rank"] == 0, "the gatherer hosts the bootstrap"
+    for p, d in zip(c.pods, decs):
+        s = d["smoke"]
+        assert s["status"] == "passed" and s["correct"] is True, (p.name, s)
+        assert s["world"] == len(c.pods) and s["comm_id"] == f"{root}:29418", (p.name, s)
+        # NCCL's log names this pod's own interface for the agreed network.
+        assert s["nccl_log"]["net_socket"][0]["interface"] == d["choice"]["interface"], (p.name, s)
+        result = c.annotation(p.name, "nicpick.io/result")
+        assert "smoke all-reduce passed" in result, result
+
+
+def test_job_smoke_failure_exits_6_everywhere_and_writes_nothing(make_cluster, gpu_env,
+                                                                 monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKEGPU_MODE", "wrong-sums")
+    c = make_cluster(n_nodes=2)
+    run_job(c, "--expect", "2", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 6)
+    for p in c.pods:
+        assert "gave wrong sums" in p.stderr_text, diag(c)
+        assert not (p.out_dir / "nccl.env").exists()
+        assert "wrong sums" in c.annotation(p.name, "nicpick.io/result")
