@@ -13,6 +13,7 @@ enum agree_charset {
 	AGREE_CS_IFNAME, /* printable ASCII except '/', ':' (what Linux allows) */
 	AGREE_CS_CLS,	 /* [a-z-] */
 	AGREE_CS_TEXT,	 /* printable ASCII and space: reasons, messages */
+	AGREE_CS_UTF8,	 /* AGREE_CS_TEXT and UTF-8 (jansson checks it): error messages */
 };
 
 /* Each returns 0 when read, 1 when an optional key is absent, -1 with a

@@ -27,6 +27,8 @@ static bool char_ok(int c, enum agree_charset cs)
 		return (c >= 'a' && c <= 'z') || c == '-';
 	case AGREE_CS_TEXT:
 		return c >= 0x20 && c < 0x7f;
+	case AGREE_CS_UTF8:
+		return c >= 0x20 && c != 0x7f;
 	}
 	return false;
 }

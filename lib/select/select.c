@@ -123,8 +123,17 @@ static json_t *agreement_json(const struct exchange_result *x)
 			      "retries", (json_int_t)x->stats.retries, "bytes_sent",
 			      (json_int_t)x->stats.bytes_sent, "bytes_received",
 			      (json_int_t)x->stats.bytes_received);
-	if (a && x->decision)
-		json_object_set(a, "decision", x->decision);
+	if (a && x->has_decision) {
+		char *s = NULL;
+		np_error e = { 0 };
+		json_t *d = agree_decision_to_json(&x->decision, &s, &e) == 0 ? json_loads(s, 0, NULL) : NULL;
+		free(s);
+		if (!d) {
+			json_decref(a);
+			return NULL;
+		}
+		json_object_set_new(a, "decision", d);
+	}
 	return a;
 }
 
