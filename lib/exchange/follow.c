@@ -127,10 +127,11 @@ void follow_waiting_text(const struct follow_state *s, const char *leader_sel, c
 	if (s->has_progress)
 		exchange_progress_text(&s->progress, prog, sizeof(prog));
 	if (!s->leader_seen)
-		snprintf(buf, len, "the gatherer (%s) does not exist: it is missing itself", leader_sel);
+		snprintf(buf, len, "the gatherer (%s), which does not exist: the gatherer pod itself is missing",
+			 leader_sel);
 	else if (!s->has_progress)
-		snprintf(buf, len, "the gatherer %s has published no progress (its nicpick has not started, "
-			 "or it cannot reach the API server)", s->leader_pod);
+		snprintf(buf, len, "the gatherer %s, which has published no progress (its nicpick has not "
+			 "started, or cannot reach the API server)", s->leader_pod);
 	else if (!s->has_assign)
 		snprintf(buf, len, "the gatherer %s: %s", s->leader_pod, prog);
 	else if (s->probed_epoch == s->assign.epoch && strcmp(s->probed_leader, s->assign.leader) == 0)

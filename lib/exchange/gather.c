@@ -79,6 +79,8 @@ static void fail(struct ex *x, const np_error *e)
 	x->failed = true;
 }
 
+static void gather_tick_publish(struct ex *x, bool log);
+
 static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 {
 	struct ex *x = ud;
@@ -102,6 +104,8 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		gather_member_update(g, x->uid, obj);
 	}
 	np_error e = { 0 };
+	if (type == K8S_WATCH_RELIST && !g->published[0])
+		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
 	if (gather_check_count(g, &e) < 0) {
 		fail(x, &e);
 		x->stop = true;
@@ -114,16 +118,18 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 	return 0;
 }
 
-/* Every progress line: the log, and the same on this pod for the followers
- * (only when it changed: each write reaches every follower). */
-static void gather_tick(struct ex *x)
+/* What the gatherer waits for: in the log (at each progress line), and the
+ * same on this pod for the followers (only when it changed: each write
+ * reaches every follower). */
+static void gather_tick_publish(struct ex *x, bool log)
 {
 	struct gather *g = x->g;
 	struct exchange_progress p;
 	char text[1024];
 	gather_progress(g, x->uid, x->name, &p);
 	exchange_progress_text(&p, text, sizeof(text));
-	ex_log(x, EXCHANGE_INFO, "%s", text);
+	if (log)
+		ex_log(x, EXCHANGE_INFO, "%s", text);
 	if (strcmp(text, g->published) == 0)
 		return;
 	np_error e = { 0 };
@@ -131,6 +137,11 @@ static void gather_tick(struct ex *x)
 		ex_log(x, EXCHANGE_WARN, "cannot publish the progress: %s", e.msg);
 	else
 		snprintf(g->published, sizeof(g->published), "%s", text);
+}
+
+static void gather_tick(struct ex *x)
+{
+	gather_tick_publish(x, true);
 }
 
 /* Deadline message naming who never showed up. */

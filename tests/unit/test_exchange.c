@@ -287,11 +287,12 @@ static void test_follower_says_what_it_waits_for(void **state)
 	char buf[1024];
 	memset(&s, 0, sizeof(s));
 	follow_waiting_text(&s, "job=x,index=0", buf, sizeof(buf));
-	assert_non_null(strstr(buf, "the gatherer (job=x,index=0) does not exist"));
+	assert_non_null(strstr(buf, "the gatherer (job=x,index=0), which does not exist: the gatherer pod "
+				    "itself is missing"));
 	s.leader_seen = true;
 	snprintf(s.leader_pod, sizeof(s.leader_pod), "job-0");
 	follow_waiting_text(&s, "job=x,index=0", buf, sizeof(buf));
-	assert_non_null(strstr(buf, "job-0 has published no progress"));
+	assert_non_null(strstr(buf, "job-0, which has published no progress"));
 	s.has_progress = true;
 	s.progress = (struct exchange_progress){ .phase = EXCHANGE_GATHERING, .expect = 4, .created = 3,
 						 .done = 2, .missing_total = 1, .n_missing = 1 };
