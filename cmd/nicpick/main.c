@@ -14,7 +14,6 @@
 #include "probe/probe.h"
 #include "util/arena.h"
 #include "util/clock.h"
-#include <arpa/inet.h>
 #include "select/select.h"
 #include "smoke/smoke.h"
 #include "util/err.h"
@@ -698,13 +697,6 @@ static int cmd_select(int argc, char **argv)
 	cli.sel.ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
 	cli.sel.ex.log = log_line;
 	smoke_env(&cli.sel);
-	cli.sel.ex.agree.family = cli.sel.policy.family;
-	if (cli.sel.policy.has_cidr) {
-		char cidr[80], addr[64];
-		inet_ntop(cli.sel.policy.cidr_family, cli.sel.policy.cidr_bytes, addr, sizeof(addr));
-		snprintf(cidr, sizeof(cidr), "%s/%d", addr, cli.sel.policy.cidr_prefix);
-		cli.sel.ex.agree.has_cidr = agree_network_parse(cidr, &cli.sel.ex.agree.cidr, &err) == 0;
-	}
 	if (select_run(&cli.sel, &r, &err) < 0) {
 		if (err.status == NP_ENOIFACE) {
 			char *t = select_render_table(&r.nics, &r.ranking);

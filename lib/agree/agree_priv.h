@@ -31,7 +31,5 @@ bool agree_str_ok(const char *s, enum agree_charset cs);
 bool agree_addr_from_text(int family, const char *text, unsigned char *bytes);
 /* Unicast addresses only: not unspecified, loopback or multicast. */
 bool agree_addr_is_unicast(int family, const unsigned char *bytes);
-void agree_net_mask(int family, unsigned char *bytes, int prefixlen);
-void agree_net_format(struct agree_network *n);
 
 #endif

@@ -249,7 +249,7 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	for (size_t t = 0; t < nt; t++) {
 		struct agree_options o1 = *opt;
 		o1.has_cidr = true;
-		o1.cidr = trial[t];
+		o1.cidr = trial[t].pfx;
 		struct agree_decision d1;
 		int r = decide(x, &o1, &d1, err);
 		if (r == 0)
@@ -300,7 +300,7 @@ static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_
 	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
 	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
 	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
-	res->family = d->rails[0].net.family;
+	res->family = d->rails[0].net.pfx.family;
 	res->rank = p->rank;
 	res->world = p->world;
 	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);

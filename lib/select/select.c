@@ -180,6 +180,10 @@ static int agree(const struct select_opts *o, struct select_result *r, np_error 
 	struct exchange_opts xo = o->ex;
 	xo.k8s = &cfg;
 	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
+	/* The job agrees within the same policy as each node ranks. */
+	xo.agree.family = o->policy.family;
+	xo.agree.has_cidr = o->policy.has_cidr;
+	xo.agree.cidr = o->policy.cidr;
 	/* The end of the deadline is kept for saying on the pod why it failed. */
 	int64_t left = xo.deadline_ms - np_now_ms();
 	xo.deadline_ms -= left / 10 < PUBLISH_RESERVE_MS ? left / 10 : PUBLISH_RESERVE_MS;
