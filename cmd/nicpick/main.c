@@ -14,7 +14,6 @@
 #include "probe/probe.h"
 #include "util/arena.h"
 #include "util/clock.h"
-#include <arpa/inet.h>
 #include "select/select.h"
 #include "smoke/smoke.h"
 #include "util/err.h"
@@ -560,17 +559,15 @@ static void log_line(void *ud, enum exchange_log_level level, const char *msg)
 }
 
 /* Exit 4: which pod lacked what. */
-static void print_pod_table(const json_t *decision)
+static void print_pod_table(const struct agree_decision *d)
 {
-	json_t *rows = json_object_get(decision, "table"), *row;
-	size_t i;
-	if (!json_array_size(rows))
+	if (!d->n_table)
 		return;
 	fprintf(stderr, "%-32s %-48s %s\n", "POD", "CANDIDATES", "WHY");
-	json_array_foreach(rows, i, row)
-		fprintf(stderr, "%-32s %-48s %s\n", json_string_value(json_object_get(row, "pod")),
-			json_string_value(json_object_get(row, "cands")),
-			json_string_value(json_object_get(row, "why")));
+	for (size_t i = 0; i < d->n_table; i++)
+		fprintf(stderr, "%-32s %-48s %s\n", d->table[i].pod, d->table[i].cands, d->table[i].why);
+	if (d->table_total > d->n_table)
+		fprintf(stderr, "... and %zu more pods\n", d->table_total - d->n_table);
 }
 
 static char self_exe[4096];
@@ -700,13 +697,6 @@ static int cmd_select(int argc, char **argv)
 	cli.sel.ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
 	cli.sel.ex.log = log_line;
 	smoke_env(&cli.sel);
-	cli.sel.ex.agree.family = cli.sel.policy.family;
-	if (cli.sel.policy.has_cidr) {
-		char cidr[80], addr[64];
-		inet_ntop(cli.sel.policy.cidr_family, cli.sel.policy.cidr_bytes, addr, sizeof(addr));
-		snprintf(cidr, sizeof(cidr), "%s/%d", addr, cli.sel.policy.cidr_prefix);
-		cli.sel.ex.agree.has_cidr = agree_network_parse(cidr, &cli.sel.ex.agree.cidr, &err) == 0;
-	}
 	if (select_run(&cli.sel, &r, &err) < 0) {
 		if (err.status == NP_ENOIFACE) {
 			char *t = select_render_table(&r.nics, &r.ranking);
@@ -714,16 +704,16 @@ static int cmd_select(int argc, char **argv)
 				fputs(t, stderr);
 			free(t);
 		}
-		if (err.status == NP_ENOCOMMON)
-			print_pod_table(r.ex.decision);
+		if (err.status == NP_ENOCOMMON && r.ex.has_decision)
+			print_pod_table(&r.ex.decision);
 		select_result_free(&r);
 		return fail(&err);
 	}
-	const json_t *choice = json_object_get(r.decision, "choice");
+	const struct nic *n = &r.nics.v[r.chosen];
+	const struct policy_verdict *v = &r.ranking.v[r.chosen];
 	fprintf(stderr, "nicpick: chose %s (%s, %s) — wrote %s/nccl.env, nccl.conf, decision.json\n",
-		json_string_value(json_object_get(choice, "interface")),
-		json_string_value(json_object_get(choice, "class")),
-		json_string_value(json_object_get(choice, "address")), cli.sel.out_dir);
+		n->name, nic_class_name(n->cls), v->addr >= 0 ? n->addrs[v->addr].text : "no address",
+		cli.sel.out_dir);
 	if (r.smoke.status == SMOKE_SKIPPED) {
 		char line[NP_ERR_MSG_MAX + 64];
 		smoke_report_summary(&r.smoke, line, sizeof(line));

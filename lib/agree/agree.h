@@ -45,6 +45,7 @@
 #include "nic/nic.h"
 #include "policy/policy.h"
 #include "util/err.h"
+#include "util/prefix.h"
 
 #define AGREE_REPORT_VERSION 1
 #define AGREE_DECISION_VERSION 1
@@ -113,22 +114,19 @@ int agree_report_build(const char *pod, const char *uid, const char *node,
 /* Strict reader (never crashes on any input, fuzzed).  NP_EK8S on error. */
 int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err);
 
-/* An IP network: family, masked address, prefix length. */
+/* A network of the decision, and its text. */
 struct agree_network {
-	int family;
-	unsigned char bytes[16];
-	int prefixlen;
+	struct np_prefix pfx;
 	char text[AGREE_NET_TEXT_MAX]; /* "10.9.0.0/24"; "routed" for a routed rail */
 };
 
 /* "10.9.0.0/24" or "fd00::/64"; host bits are cleared. NP_EUSAGE on error. */
 int agree_network_parse(const char *cidr, struct agree_network *out, np_error *err);
-bool agree_network_equal(const struct agree_network *a, const struct agree_network *b);
 
 struct agree_options {
 	int family; /* AF_UNSPEC: both, IPv4 preferred; AF_INET / AF_INET6: only that */
 	bool has_cidr;
-	struct agree_network cidr; /* only networks inside it (--cidr) */
+	struct np_prefix cidr; /* only networks inside it (--cidr) */
 	bool no_routed;		   /* never fall back to a routed decision */
 	/* Networks removed after a failed probe: decide again without them. */
 	size_t n_excluded;
@@ -145,7 +143,7 @@ struct agree_assign {
 };
 
 struct agree_rail {
-	struct agree_network net; /* routed: family set, prefixlen 0, "routed" */
+	struct agree_network net; /* routed: family set, length 0, "routed" */
 	long min_mbps;		  /* worst case over pods */
 	long min_score;
 	size_t n_assign; /* one per pod, sorted by pod name */

@@ -13,6 +13,7 @@ enum agree_charset {
 	AGREE_CS_IFNAME, /* printable ASCII except '/', ':' (what Linux allows) */
 	AGREE_CS_CLS,	 /* [a-z-] */
 	AGREE_CS_TEXT,	 /* printable ASCII and space: reasons, messages */
+	AGREE_CS_UTF8,	 /* AGREE_CS_TEXT and UTF-8 (jansson checks it): error messages */
 };
 
 /* Each returns 0 when read, 1 when an optional key is absent, -1 with a
@@ -30,7 +31,5 @@ bool agree_str_ok(const char *s, enum agree_charset cs);
 bool agree_addr_from_text(int family, const char *text, unsigned char *bytes);
 /* Unicast addresses only: not unspecified, loopback or multicast. */
 bool agree_addr_is_unicast(int family, const unsigned char *bytes);
-void agree_net_mask(int family, unsigned char *bytes, int prefixlen);
-void agree_net_format(struct agree_network *n);
 
 #endif

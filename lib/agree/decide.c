@@ -117,8 +117,8 @@ static int cmp_quality(const struct ctx *c, const struct netinfo *a, const struc
 		return a->min_mbps > b->min_mbps ? -1 : 1;
 	if (a->min_score != b->min_score)
 		return a->min_score > b->min_score ? -1 : 1;
-	if (a->net.family != b->net.family)
-		return a->net.family == pref_family(c) ? -1 : 1;
+	if (a->net.pfx.family != b->net.pfx.family)
+		return a->net.pfx.family == pref_family(c) ? -1 : 1;
 	return strcmp(a->net.text, b->net.text);
 }
 
@@ -158,16 +158,6 @@ __attribute__((format(printf, 3, 4))) static void append(char *buf, size_t len, 
 		strcpy(buf + len - 4, "...");
 }
 
-static bool inside(const struct agree_network *outer, const struct agree_network *n)
-{
-	if (outer->family != n->family || n->prefixlen < outer->prefixlen)
-		return false;
-	unsigned char b[16];
-	memcpy(b, n->bytes, 16);
-	agree_net_mask(n->family, b, outer->prefixlen);
-	return !memcmp(b, outer->bytes, 16);
-}
-
 static int build_entries(struct ctx *c, np_error *err)
 {
 	size_t total = 0;
@@ -197,7 +187,7 @@ static int build_entries(struct ctx *c, np_error *err)
 			if (k->family == AF_INET)
 				memset(e->addr + 4, 0, 12);
 			memcpy(e->netb, e->addr, 16);
-			agree_net_mask(e->family, e->netb, e->plen);
+			np_prefix_mask(e->family, e->netb, e->plen);
 			e->mbps = k->mbps;
 			e->score = k->score;
 			e->dup_pod = -1;
@@ -210,7 +200,7 @@ static int build_entries(struct ctx *c, np_error *err)
 static bool is_excluded(const struct ctx *c, const struct agree_network *n)
 {
 	for (size_t i = 0; i < c->opt->n_excluded && i < AGREE_EXCLUDED_MAX; i++)
-		if (agree_network_equal(&c->opt->excluded[i], n))
+		if (np_prefix_equal(&c->opt->excluded[i].pfx, &n->pfx))
 			return true;
 	return false;
 }
@@ -227,10 +217,10 @@ static int index_networks(struct ctx *c, np_error *err)
 		size_t end = i;
 		while (end < c->ne && !cmp_netkey(&c->e[i], &c->e[end]))
 			end++;
-		ni->net.family = c->e[i].family;
-		memcpy(ni->net.bytes, c->e[i].netb, 16);
-		ni->net.prefixlen = c->e[i].plen;
-		agree_net_format(&ni->net);
+		ni->net.pfx.family = c->e[i].family;
+		memcpy(ni->net.pfx.bytes, c->e[i].netb, 16);
+		ni->net.pfx.len = c->e[i].plen;
+		np_prefix_format(&ni->net.pfx, ni->net.text, sizeof(ni->net.text));
 		ni->state = NET_ELIGIBLE;
 		/* Runs of one address: sorted by pod, so first and last differ iff two pods share it. */
 		for (size_t a = i; a < end;) {
@@ -281,8 +271,8 @@ static int index_networks(struct ctx *c, np_error *err)
 		struct netinfo *ni = &c->nets[i];
 		if (is_excluded(c, &ni->net))
 			ni->state = NET_EXCLUDED;
-		else if ((o->family && o->family != ni->net.family) ||
-			 (o->has_cidr && !inside(&o->cidr, &ni->net)))
+		else if ((o->family && o->family != ni->net.pfx.family) ||
+			 (o->has_cidr && !np_prefix_covers(&o->cidr, &ni->net.pfx)))
 			ni->state = NET_FILTERED;
 		else if (ni->state == NET_ELIGIBLE && ni->n_pods < c->n)
 			ni->state = NET_INCOMPLETE;
@@ -388,7 +378,7 @@ static int decide_routed(const struct ctx *c, struct agree_decision *d, np_error
 		}
 		d->n_rails = 1;
 		d->ok = d->routed = true;
-		rail->net.family = fams[f];
+		rail->net.pfx.family = fams[f];
 		strcpy(rail->net.text, "routed");
 		rail->min_mbps = c->e[best[0]].mbps;
 		rail->min_score = c->e[best[0]].score;
@@ -425,21 +415,23 @@ static void missing_pods(const struct ctx *c, const struct netinfo *ni, char *bu
 static void why_lost(const struct ctx *c, const struct netinfo *ni, const struct netinfo *win,
 		     char *buf, size_t len)
 {
-	char s1[32], s2[32], a[AGREE_ADDR_TEXT_MAX];
+	char s1[32], s2[32], a[NP_PREFIX_TEXT_MAX];
 	buf[0] = '\0';
 	switch (ni->state) {
 	case NET_EXCLUDED:
 		append(buf, len, "excluded after a failed probe");
 		return;
 	case NET_FILTERED:
-		if (c->opt->family && c->opt->family != ni->net.family)
+		if (c->opt->family && c->opt->family != ni->net.pfx.family) {
 			append(buf, len, "family %s not allowed",
-				 ni->net.family == AF_INET ? "inet" : "inet6");
-		else
-			append(buf, len, "outside %s", c->opt->cidr.text);
+			       ni->net.pfx.family == AF_INET ? "inet" : "inet6");
+			return;
+		}
+		np_prefix_format(&c->opt->cidr, a, sizeof(a));
+		append(buf, len, "outside %s", a);
 		return;
 	case NET_DUPLICATE:
-		inet_ntop(ni->net.family, ni->dup_addr, a, sizeof(a));
+		inet_ntop(ni->net.pfx.family, ni->dup_addr, a, sizeof(a));
 		append(buf, len, "duplicate address %s on pods %s and %s", a, c->r[ni->dup_a]->pod,
 			 c->r[ni->dup_b]->pod);
 		return;
@@ -458,9 +450,9 @@ static void why_lost(const struct ctx *c, const struct netinfo *ni, const struct
 	else if (ni->min_score != win->min_score)
 		append(buf, len, "same speed, worst-case score %ld < %ld on %s", ni->min_score,
 			 win->min_score, win->net.text);
-	else if (ni->net.family != win->net.family)
+	else if (ni->net.pfx.family != win->net.pfx.family)
 		append(buf, len, "same quality as %s, %s preferred", win->net.text,
-			 win->net.family == AF_INET ? "IPv4" : "IPv6");
+			 win->net.pfx.family == AF_INET ? "IPv4" : "IPv6");
 	else
 		append(buf, len, "same quality as %s, which sorts first", win->net.text);
 }

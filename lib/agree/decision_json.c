@@ -31,7 +31,7 @@ static json_t *rail_to_json(const struct agree_rail *r)
 							a->prefixlen));
 	}
 	return json_pack("{s:s, s:i, s:I, s:I, s:o}", "net", r->net.text, "fam",
-			 r->net.family == AF_INET ? 4 : 6, "mbps", (json_int_t)r->min_mbps, "score",
+			 r->net.pfx.family == AF_INET ? 4 : 6, "mbps", (json_int_t)r->min_mbps, "score",
 			 (json_int_t)r->min_score, "assign", assign);
 }
 
@@ -136,12 +136,12 @@ static int parse_rail(const json_t *o, bool routed, size_t n_pods, struct agree_
 		if (strcmp(text, "routed"))
 			return snprintf(why, AGREE_WHY_MAX, "routed rail with \"net\" \"%s\"", text), -1;
 		memset(&r->net, 0, sizeof(r->net));
-		r->net.family = family;
+		r->net.pfx.family = family;
 		strcpy(r->net.text, "routed");
 	} else {
 		if (parse_net(o, "net", &r->net, why) < 0)
 			return -1;
-		if (r->net.family != family)
+		if (r->net.pfx.family != family)
 			return snprintf(why, AGREE_WHY_MAX, "\"fam\" does not match \"net\""), -1;
 	}
 	const json_t *arr = json_object_get(o, "assign");

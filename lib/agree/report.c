@@ -27,6 +27,8 @@ static bool char_ok(int c, enum agree_charset cs)
 		return (c >= 'a' && c <= 'z') || c == '-';
 	case AGREE_CS_TEXT:
 		return c >= 0x20 && c < 0x7f;
+	case AGREE_CS_UTF8:
+		return c >= 0x20 && c != 0x7f;
 	}
 	return false;
 }
@@ -143,63 +145,13 @@ bool agree_addr_is_unicast(int family, const unsigned char *b)
 	return false;
 }
 
-void agree_net_mask(int family, unsigned char *b, int prefixlen)
-{
-	int bits = family == AF_INET ? 32 : 128;
-	for (int i = 0; i < 16; i++) {
-		int keep = prefixlen - 8 * i;
-		if (8 * i >= bits || keep <= 0)
-			b[i] = 0;
-		else if (keep < 8)
-			b[i] &= (unsigned char)(0xff << (8 - keep));
-	}
-}
-
-void agree_net_format(struct agree_network *n)
-{
-	char a[AGREE_ADDR_TEXT_MAX];
-	if (!inet_ntop(n->family, n->bytes, a, sizeof(a)))
-		strcpy(a, "?");
-	snprintf(n->text, sizeof(n->text), "%s/%d", a, n->prefixlen);
-}
-
 int agree_network_parse(const char *cidr, struct agree_network *out, np_error *err)
 {
 	memset(out, 0, sizeof(*out));
-	const char *slash = cidr ? strchr(cidr, '/') : NULL;
-	char a[AGREE_ADDR_TEXT_MAX];
-	if (!slash || (size_t)(slash - cidr) >= sizeof(a))
-		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\" is not ADDRESS/PREFIX",
-				    cidr ? cidr : "");
-	memcpy(a, cidr, (size_t)(slash - cidr));
-	a[slash - cidr] = '\0';
-	int family = strchr(a, ':') ? AF_INET6 : AF_INET;
-	int max = family == AF_INET ? 32 : 128, plen = 0;
-	const char *p = slash + 1;
-	if (!*p || strlen(p) > 3)
-		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": bad prefix length", cidr);
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": bad prefix length",
-					    cidr);
-		plen = plen * 10 + (*p - '0');
-	}
-	if (plen > max)
-		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": prefix length over %d", cidr,
-				    max);
-	if (!agree_addr_from_text(family, a, out->bytes))
-		return np_error_set(err, NP_EUSAGE, 0, "network \"%s\": bad address", cidr);
-	out->family = family;
-	out->prefixlen = plen;
-	agree_net_mask(family, out->bytes, plen);
-	agree_net_format(out);
+	if (np_prefix_parse(cidr, &out->pfx, err) < 0)
+		return np_error_wrap(err, "network");
+	np_prefix_format(&out->pfx, out->text, sizeof(out->text));
 	return 0;
-}
-
-bool agree_network_equal(const struct agree_network *a, const struct agree_network *b)
-{
-	return a->family == b->family && a->prefixlen == b->prefixlen &&
-	       !memcmp(a->bytes, b->bytes, 16);
 }
 
 /* ---- building a report ---- */

@@ -52,6 +52,16 @@ int ex_patch_annotations(struct ex *x, const char *pod, json_t *annotations, np_
 	return 0;
 }
 
+int ex_annotate_self(struct ex *x, const char *key, const char *json, np_error *err)
+{
+	json_t *a = json_object();
+	if (!a || json_object_set_new(a, key, json_string(json)) < 0) {
+		json_decref(a);
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	}
+	return ex_patch_annotations(x, x->name, a, err);
+}
+
 struct tick_ctx {
 	struct ex *x;
 	void (*tick)(struct ex *);
@@ -107,93 +117,77 @@ void ex_probe_servers_stop(struct ex *x)
 	x->n_servers = 0;
 }
 
-/* The addresses this pod probes from in a round, the interfaces they sit
- * on and the ring neighbour's address on each: one trial in a probe round,
- * several ("trials") in a throughput round.  Missing values are "". */
-size_t ex_assignment_trials(const json_t *assign, const char **addrs, const char **ifs,
-			    const char **nexts)
-{
-	const json_t *trials = json_object_get(assign, "trials");
-	size_t n = json_is_array(trials) ? json_array_size(trials) : 1;
-	if (n > EX_SERVERS_MAX)
-		n = EX_SERVERS_MAX;
-	for (size_t i = 0; i < n; i++) {
-		const json_t *t = json_is_array(trials) ? json_array_get(trials, i) : assign;
-		const char *a = json_string_value(json_object_get(t, "addr"));
-		const char *f = json_string_value(json_object_get(t, "if"));
-		const char *x = json_string_value(json_object_get(t, "next_addr"));
-		addrs[i] = a ? a : "";
-		ifs[i] = f ? f : "";
-		nexts[i] = x ? x : "";
-	}
-	return n;
-}
-
 /* Listen on each address this pod has in the round, then probe the ring
- * neighbour on each and check the route; the result goes into `out`
- * (a JSON object the caller publishes). */
-json_t *ex_probe_round(struct ex *x, int epoch, size_t n, const char *const *addrs,
-		       const char *const *ifnames, const char *const *next_addrs, long bytes,
-		       np_error *err)
+ * neighbour on each and check the route. */
+static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n, long bytes,
+		       struct exchange_probe *out, np_error *err)
 {
 	ex_probe_servers_stop(x);
-	json_t *ok = json_array(), *mbps = json_array(), *detail = json_array();
+	bool listening[EX_SERVERS_MAX] = { false };
 	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
 		struct probe_server *s;
-		if (probe_server_start(addrs[i], x->o->probe_port, &s, err) < 0) {
-			json_array_append_new(ok, json_false());
-			json_array_append_new(mbps, json_real(0));
-			json_array_append_new(detail, json_string(err->msg));
-			np_error_clear(err);
+		struct exchange_trial *t = &out->t[i];
+		np_error lerr = { 0 };
+		if (probe_server_start(parts[i].addr, x->o->probe_port, &s, &lerr) < 0) {
+			t->ok = false;
+			exchange_text_copy(t->detail, sizeof(t->detail), lerr.msg);
 			continue;
 		}
+		listening[i] = true;
 		x->servers[x->n_servers++] = s;
 	}
 	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
-		if (json_array_size(ok) > i)
+		const struct exchange_part *p = &parts[i];
+		struct exchange_trial *t = &out->t[i];
+		out->n = i + 1;
+		if (!listening[i])
 			continue; /* could not even listen */
 		char why[512] = "";
-		double rate = 0;
-		bool good = true;
-		if (next_addrs[i] && next_addrs[i][0]) {
+		t->ok = true;
+		if (p->next_addr[0]) {
 			char dev[IFNAMSIZ] = "";
 			np_error rerr = { 0 };
-			if (probe_route_dev(next_addrs[i], dev, sizeof(dev), &rerr) < 0) {
-				good = false;
+			if (probe_route_dev(p->next_addr, dev, sizeof(dev), &rerr) < 0) {
+				t->ok = false;
 				snprintf(why, sizeof(why), "%s", rerr.msg);
-			} else if (strcmp(dev, ifnames[i]) != 0) {
-				good = false;
+			} else if (strcmp(dev, p->ifname) != 0) {
+				t->ok = false;
 				snprintf(why, sizeof(why), "the route to %s leaves through %s, not %s",
-					 next_addrs[i], dev, ifnames[i]);
+					 p->next_addr, dev, p->ifname);
 			}
-			if (good) {
+			if (t->ok) {
 				struct probe_result pr;
 				/* Leave the gatherer time to react within the deadline. */
 				int64_t pd = np_now_ms() + EX_PROBE_WINDOW_MS;
 				if (pd > x->o->deadline_ms)
 					pd = x->o->deadline_ms;
-				if (probe_peer(addrs[i], next_addrs[i], x->o->probe_port, pd, bytes, &pr,
-					       err) < 0)
-					goto fail;
-				good = pr.connected && pr.source_ok;
-				rate = pr.mbps;
+				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, pd, bytes, &pr, err) < 0)
+					return -1;
+				t->ok = pr.connected && pr.source_ok;
+				t->mbps = pr.mbps;
 				snprintf(why, sizeof(why), "%s", pr.detail);
 			}
 		}
-		json_array_append_new(ok, json_boolean(good));
-		json_array_append_new(mbps, json_real(rate));
-		json_array_append_new(detail, json_string(why));
-		ex_log(x, good ? EXCHANGE_INFO : EXCHANGE_WARN, "probe %s -> %s on %s: %s%s%s",
-		       addrs[i], next_addrs[i] && next_addrs[i][0] ? next_addrs[i] : "(alone)",
-		       ifnames[i], good ? "ok" : "FAILED", why[0] ? ": " : "", why);
+		exchange_text_copy(t->detail, sizeof(t->detail), why);
+		ex_log(x, t->ok ? EXCHANGE_INFO : EXCHANGE_WARN, "probe %s -> %s on %s: %s%s%s", p->addr,
+		       p->next_addr[0] ? p->next_addr : "(alone)", p->ifname, t->ok ? "ok" : "FAILED",
+		       why[0] ? ": " : "", why);
 	}
-	return json_pack("{s:s, s:i, s:o, s:o, s:o}", "leader", x->leader_uid, "epoch", epoch, "ok",
-			 ok, "mbps", mbps, "detail", detail);
-fail:
-	json_decref(ok);
-	json_decref(mbps);
-	json_decref(detail);
-	return NULL;
+	return 0;
+}
+
+int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
+		   size_t n, long bytes, struct exchange_probe *out, np_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
+	out->epoch = epoch;
+	char *s = NULL;
+	if (probe_parts(x, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
+		return -1;
+	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
+	free(s);
+	return r;
 }
 
 /* --- entry --------------------------------------------------------------- */
@@ -306,7 +300,12 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		np_error_set(err, NP_ENOIFACE, 0, "this pod has no usable interface to report");
 		goto out;
 	}
-	if (ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_REPORT, report), err) < 0)
+	/* The gatherer starts afresh: what an earlier run of its container
+	 * left on its pod is no longer true. */
+	json_t *ann = x->leader ? json_pack("{s:s, s:n, s:n}", EXCHANGE_ANN_REPORT, report,
+					    EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS)
+				: json_pack("{s:s}", EXCHANGE_ANN_REPORT, report);
+	if (ex_patch_annotations(x, x->name, ann, err) < 0)
 		goto out;
 	ex_log(x, EXCHANGE_INFO, "published %zu candidate(s); %s", x->mine.n,
 	       x->leader ? "this pod gathers the job's reports" : "waiting for the gatherer");
@@ -334,8 +333,6 @@ out:
 	k8s_client_free(x->w);
 	k8s_client_free(x->k);
 	json_decref(x->pod);
-	json_decref(x->assign);
-	json_decref(x->round);
 	ex_gather_free(x);
 	free(x);
 	free(sel);
@@ -346,9 +343,9 @@ out:
 
 void exchange_result_free(struct exchange_result *res)
 {
-	json_decref(res->decision);
+	agree_decision_free(&res->decision);
 	json_decref(res->pod);
-	res->decision = res->pod = NULL;
+	res->pod = NULL;
 }
 
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,

@@ -30,6 +30,8 @@
 #define EXCHANGE_ANN_DECISION "nicpick.io/decision"
 /* On the gatherer's own pod: the state of the current round. */
 #define EXCHANGE_ANN_ROUND "nicpick.io/round"
+/* On the gatherer's own pod: what it waits for (followers show it). */
+#define EXCHANGE_ANN_PROGRESS "nicpick.io/progress"
 
 enum exchange_log_level { EXCHANGE_INFO, EXCHANGE_WARN };
 
@@ -68,7 +70,8 @@ struct exchange_result {
 	int world;
 	char root_addr[AGREE_ADDR_TEXT_MAX];
 	long min_mbps; /* the rail's worst-case speed */
-	json_t *decision;   /* the gatherer's full decision; NULL on followers */
+	bool has_decision;  /* the gatherer's full decision; followers have none */
+	struct agree_decision decision;
 	json_t *pod;        /* this pod's object as last read */
 	struct k8s_stats stats; /* API traffic of this pod, both connections */
 };

@@ -3,12 +3,37 @@
 #define NP_EXCHANGE_PRIV_H
 
 #include "exchange/exchange.h"
+#include "exchange/message.h"
 
-#define EX_SERVERS_MAX 4
+#define EX_SERVERS_MAX EXCHANGE_PARTS_MAX
 #define EX_PROBE_WINDOW_MS 20000 /* how long a probe waits for its peer */
 
 struct probe_server;
 struct gather;
+
+/* What a follower knows: its part of the round (from its own pod) and the
+ * round's state and progress (from the gatherer's pod). */
+struct follow_state {
+	bool has_assign;
+	struct exchange_assignment assign;
+	bool leader_seen;	       /* the gatherer's pod exists */
+	char leader_pod[AGREE_NAME_MAX];
+	char round_uid[AGREE_UID_MAX]; /* the gatherer pod's uid */
+	bool has_round;
+	struct exchange_round round;
+	bool has_progress;
+	struct exchange_progress progress;
+	int probed_epoch; /* the round this pod has probed for */
+	char probed_leader[AGREE_UID_MAX];
+};
+
+enum follow_action { FOLLOW_WAIT, FOLLOW_PROBE, FOLLOW_DONE, FOLLOW_FAIL };
+
+/* What to do next (pure); FOLLOW_FAIL sets *err with the gatherer's status
+ * and reason. */
+enum follow_action follow_next(const struct follow_state *s, np_error *err);
+/* What the follower waits for, for its log lines and its deadline message. */
+void follow_waiting_text(const struct follow_state *s, const char *leader_sel, char *buf, size_t len);
 
 struct ex {
 	const struct exchange_opts *o;
@@ -25,14 +50,8 @@ struct ex {
 	bool failed; /* ... or failed, with err */
 	np_error err;
 	/* follower */
-	json_t *assign;
-	char leader_uid[AGREE_UID_MAX];
-	int epoch;
-	int probed_epoch; /* the round this pod has probed for */
-	char probed_leader[AGREE_UID_MAX];
-	json_t *round;    /* the gatherer pod's round annotation, as last seen */
-	char round_uid[AGREE_UID_MAX]; /* ... and that pod's uid */
-	bool done;        /* the round this pod probed is final */
+	struct follow_state f;
+	bool done; /* the round this pod probed is final */
 	struct probe_server *servers[EX_SERVERS_MAX];
 	size_t n_servers;
 	/* gatherer */
@@ -46,15 +65,16 @@ const char *ex_meta(const json_t *obj, const char *key);
 const char *ex_label(const json_t *pod, const char *key);
 /* Merge-patch these annotations (the reference is stolen). */
 int ex_patch_annotations(struct ex *x, const char *pod, json_t *annotations, np_error *err);
+/* Write one message (JSON text) as an annotation of this pod. */
+int ex_annotate_self(struct ex *x, const char *key, const char *json, np_error *err);
 int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_watch_cb cb,
 	     void (*tick)(struct ex *), np_error *err);
 void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj);
-json_t *ex_probe_round(struct ex *x, int epoch, size_t n, const char *const *addrs,
-		       const char *const *ifnames, const char *const *next_addrs, long bytes,
-		       np_error *err);
+/* Listen on each part's address, probe the ring neighbour on each, and
+ * publish what was found; `out` gets it too. */
+int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
+		   size_t n, long bytes, struct exchange_probe *out, np_error *err);
 void ex_probe_servers_stop(struct ex *x);
-size_t ex_assignment_trials(const json_t *assign, const char **addrs, const char **ifs,
-			    const char **nexts);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
 

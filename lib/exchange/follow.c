@@ -13,22 +13,16 @@
 #include "exchange/exchange_priv.h"
 #include "util/clock.h"
 
-static const char *jstr(const json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-	return s ? s : "";
-}
-
 /* The assignment names an interface and address this pod reported. */
-static int check_own(struct ex *x, const char *ifname, const char *addr, np_error *err)
+static int check_own(struct ex *x, const struct exchange_part *p, np_error *err)
 {
 	unsigned char want[16], have[16];
-	int fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (inet_pton(fam, addr, want) != 1)
-		return np_error_set(err, NP_EK8S, 0, "bad assignment: address '%s'", addr);
+	int fam = strchr(p->addr, ':') ? AF_INET6 : AF_INET;
+	if (inet_pton(fam, p->addr, want) != 1)
+		return np_error_set(err, NP_EK8S, 0, "bad assignment: address '%s'", p->addr);
 	for (size_t i = 0; i < x->mine.n; i++) {
 		const struct agree_cand *c = &x->mine.c[i];
-		if (c->family != fam || strcmp(c->ifname, ifname) != 0)
+		if (c->family != fam || strcmp(c->ifname, p->ifname) != 0)
 			continue;
 		if (inet_pton(fam, c->addr_text, have) == 1 && memcmp(want, have, fam == AF_INET ? 4 : 16) == 0)
 			return 0;
@@ -36,7 +30,7 @@ static int check_own(struct ex *x, const char *ifname, const char *addr, np_erro
 	return np_error_set(err, NP_EK8S, 0,
 			    "the gatherer assigned %s %s to this pod, which this pod did not report "
 			    "(its interfaces changed, or the gatherer is wrong)",
-			    ifname, addr);
+			    p->ifname, p->addr);
 }
 
 /* The label selector of this pod and the gatherer: the job's selector plus,
@@ -84,96 +78,115 @@ static void fail(struct ex *x, const np_error *e)
 	x->failed = true;
 }
 
-/* A new part from the gatherer on this pod's own object. */
-static void take_assignment(struct ex *x, json_t *pod)
+/* The round on the gatherer's pod is the one this pod's part belongs to:
+ * the same incarnation of the gatherer, the same epoch. */
+static bool round_is(const struct follow_state *s, enum exchange_state state)
 {
-	const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);
-	json_t *as = a ? json_loads(a, JSON_REJECT_DUPLICATES, NULL) : NULL;
-	const char *leader = json_string_value(json_object_get(as, "leader"));
-	int epoch = (int)json_integer_value(json_object_get(as, "epoch"));
-	if (!json_is_object(as) || !leader || epoch <= 0 || (x->assign && json_equal(as, x->assign))) {
-		json_decref(as); /* nothing new, or not written by nicpick */
-		return;
-	}
-	json_decref(x->assign);
-	x->assign = as;
-	snprintf(x->leader_uid, sizeof(x->leader_uid), "%s", leader);
-	x->epoch = epoch;
+	return s->has_round && s->round.state == state && strcmp(s->round.leader, s->assign.leader) == 0 &&
+	       strcmp(s->round_uid, s->assign.leader) == 0 && s->round.epoch == s->assign.epoch;
 }
 
-/* Listen, probe the ring neighbour on each trial address, publish it. */
-static int probe_now(struct ex *x, const char *state, np_error *err)
+static int failure(const char *from, int status, const char *reason, np_error *err)
 {
-	const char *addrs[EX_SERVERS_MAX], *ifs[EX_SERVERS_MAX], *nexts[EX_SERVERS_MAX];
-	size_t n = ex_assignment_trials(x->assign, addrs, ifs, nexts);
-	for (size_t i = 0; i < n; i++)
-		if (check_own(x, ifs[i], addrs[i], err) < 0)
+	return np_error_set(err, status, 0, "%s", reason[0] ? reason : from);
+}
+
+enum follow_action follow_next(const struct follow_state *s, np_error *err)
+{
+	/* A job the gatherer refused before any round (too many pods): every
+	 * pod learns it from the gatherer's pod, with or without a part. */
+	if (s->has_round && s->round.state == EXCHANGE_FAILED && strcmp(s->round.leader, s->round_uid) == 0 &&
+	    (!s->has_assign || strcmp(s->assign.leader, s->round.leader) != 0 ||
+	     s->round.epoch >= s->assign.epoch)) {
+		failure("the gatherer failed", s->round.status, s->round.reason, err);
+		return FOLLOW_FAIL;
+	}
+	if (!s->has_assign)
+		return FOLLOW_WAIT;
+	const struct exchange_assignment *a = &s->assign;
+	if (a->state == EXCHANGE_FAILED) {
+		failure("the gatherer failed", a->status, a->reason, err);
+		return FOLLOW_FAIL;
+	}
+	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0;
+	/* A container restarted after its round ended (same pod, same part)
+	 * takes the result as it stands: its neighbours have finished and
+	 * stopped listening. */
+	if (!probed && round_is(s, EXCHANGE_FINAL) && a->state == EXCHANGE_PROBE)
+		return FOLLOW_DONE;
+	if (!probed)
+		return FOLLOW_PROBE;
+	/* The round ends on the gatherer's pod, for the incarnation that
+	 * handed out this part. */
+	return round_is(s, EXCHANGE_FINAL) ? FOLLOW_DONE : FOLLOW_WAIT;
+}
+
+void follow_waiting_text(const struct follow_state *s, const char *leader_sel, char *buf, size_t len)
+{
+	char prog[700] = "";
+	if (s->has_progress)
+		exchange_progress_text(&s->progress, prog, sizeof(prog));
+	if (!s->leader_seen)
+		snprintf(buf, len, "the gatherer (%s), which does not exist: the gatherer pod itself is missing",
+			 leader_sel);
+	else if (!s->has_progress)
+		snprintf(buf, len, "the gatherer %s, which has published no progress (its nicpick has not "
+			 "started, or cannot reach the API server)", s->leader_pod);
+	else if (!s->has_assign)
+		snprintf(buf, len, "the gatherer %s: %s", s->leader_pod, prog);
+	else if (s->probed_epoch == s->assign.epoch && strcmp(s->probed_leader, s->assign.leader) == 0)
+		snprintf(buf, len, "the gatherer %s: probed round %d; %s", s->leader_pod, s->assign.epoch, prog);
+	else
+		snprintf(buf, len, "the gatherer %s: round %d (%s); %s", s->leader_pod, s->assign.epoch,
+			 exchange_state_name(s->assign.state), prog);
+}
+
+/* Listen, probe the ring neighbour on each part, publish it. */
+static int probe_now(struct ex *x, np_error *err)
+{
+	const struct exchange_assignment *a = &x->f.assign;
+	for (size_t i = 0; i < a->n_parts; i++)
+		if (check_own(x, &a->parts[i], err) < 0)
 			return -1;
-	long bytes = strcmp(state, "measure") == 0 ? x->o->probe_throughput_bytes : 0;
-	json_t *pr = ex_probe_round(x, x->epoch, n, addrs, ifs, nexts, bytes, err);
-	if (!pr)
+	long bytes = a->state == EXCHANGE_MEASURE ? x->o->probe_throughput_bytes : 0;
+	struct exchange_probe pr;
+	if (ex_probe_round(x, a->leader, a->epoch, a->parts, a->n_parts, bytes, &pr, err) < 0)
 		return -1;
-	char *s = json_dumps(pr, JSON_COMPACT);
-	json_decref(pr);
-	int r = s ? ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_PROBE, s), err)
-		  : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	free(s);
-	if (r == 0) {
-		x->probed_epoch = x->epoch;
-		snprintf(x->probed_leader, sizeof(x->probed_leader), "%s", x->leader_uid);
-	}
-	return r;
-}
-
-/* The gatherer's pod says the round this pod was handed is in `state`. */
-static bool round_is(struct ex *x, const char *state)
-{
-	const char *leader = json_string_value(json_object_get(x->round, "leader"));
-	int epoch = (int)json_integer_value(json_object_get(x->round, "epoch"));
-	return leader && strcmp(leader, x->leader_uid) == 0 && strcmp(x->round_uid, x->leader_uid) == 0 &&
-	       epoch == x->epoch && strcmp(jstr(x->round, "state"), state) == 0;
+	x->f.probed_epoch = a->epoch;
+	snprintf(x->f.probed_leader, sizeof(x->f.probed_leader), "%s", a->leader);
+	return 0;
 }
 
 /* Act on what is known now; returns 1 to end the watch. */
 static int step(struct ex *x)
 {
 	np_error e = { 0 };
-	if (!x->assign)
-		return 0;
-	const char *state = jstr(x->assign, "state");
-	if (strcmp(state, "failed") == 0) {
-		np_error_set(&e, NP_ENOCOMMON, 0, "%s", jstr(x->assign, "reason"));
-		fail(x, &e);
-		return 1;
-	}
-	bool probed = x->probed_epoch == x->epoch && strcmp(x->probed_leader, x->leader_uid) == 0;
-	/* A container restarted after its round ended (same pod, same part)
-	 * takes the result as it stands: its neighbours have finished and
-	 * stopped listening. */
-	if (!probed && round_is(x, "final") && strcmp(state, "probe") == 0) {
-		x->done = true;
-		return 1;
-	}
-	if (!probed && (strcmp(state, "probe") == 0 || strcmp(state, "measure") == 0)) {
-		if (probe_now(x, state, &e) < 0) {
+	for (;;) {
+		switch (follow_next(&x->f, &e)) {
+		case FOLLOW_WAIT:
+			return 0;
+		case FOLLOW_DONE:
+			x->done = true;
+			return 1;
+		case FOLLOW_FAIL:
 			fail(x, &e);
 			return 1;
+		case FOLLOW_PROBE:
+			if (probe_now(x, &e) < 0) {
+				fail(x, &e);
+				return 1;
+			}
+			break; /* probed: the round may have ended meanwhile */
 		}
-		probed = true;
 	}
-	/* The round ends on the gatherer's pod, for the incarnation that
-	 * handed out this part. */
-	if (!probed)
-		return 0;
-	if (round_is(x, "failed")) {
-		np_error_set(&e, NP_ENOCOMMON, 0, "%s", jstr(x->round, "reason"));
-		fail(x, &e);
-		return 1;
-	}
-	if (!round_is(x, "final"))
-		return 0;
-	x->done = true;
-	return 1;
+}
+
+/* A message on a pod that this pod cannot read ends the exchange. */
+static bool unreadable(struct ex *x, np_error *e, const char *key, const char *pod)
+{
+	np_error_wrap(e, "%s on pod %s", key, pod);
+	fail(x, e);
+	return false;
 }
 
 static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
@@ -190,16 +203,31 @@ static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 			fail(x, &e);
 			return;
 		}
-		take_assignment(x, pod);
+		const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);
+		np_error e = { 0 };
+		if (a && exchange_assignment_parse(a, strlen(a), &x->f.assign, &e) < 0)
+			x->f.has_assign = unreadable(x, &e, EXCHANGE_ANN_ASSIGN, name);
+		else if (a)
+			x->f.has_assign = true;
 	} else if (ex_pod_matches(pod, x->leader_sel)) {
-		json_decref(x->round);
-		x->round = NULL;
-		x->round_uid[0] = '\0';
-		if (type == K8S_WATCH_DELETED)
+		struct follow_state *s = &x->f;
+		s->has_round = s->has_progress = false;
+		s->leader_seen = type != K8S_WATCH_DELETED;
+		snprintf(s->leader_pod, sizeof(s->leader_pod), "%s", name);
+		snprintf(s->round_uid, sizeof(s->round_uid), "%s", uid);
+		if (!s->leader_seen)
 			return;
-		const char *a = ex_annotation(pod, EXCHANGE_ANN_ROUND);
-		x->round = a ? json_loads(a, 0, NULL) : NULL;
-		snprintf(x->round_uid, sizeof(x->round_uid), "%s", uid);
+		const char *rd = ex_annotation(pod, EXCHANGE_ANN_ROUND);
+		const char *pg = ex_annotation(pod, EXCHANGE_ANN_PROGRESS);
+		np_error e = { 0 };
+		if (rd && exchange_round_parse(rd, strlen(rd), &s->round, &e) < 0)
+			s->has_round = unreadable(x, &e, EXCHANGE_ANN_ROUND, name);
+		else
+			s->has_round = rd != NULL;
+		if (pg && exchange_progress_parse(pg, strlen(pg), &s->progress, &e) < 0)
+			s->has_progress = unreadable(x, &e, EXCHANGE_ANN_PROGRESS, name);
+		else
+			s->has_progress = pg != NULL;
 	}
 }
 
@@ -212,9 +240,8 @@ static int follower_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 	if (type == K8S_WATCH_RELIST) {
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
-		json_decref(x->round); /* a re-list replaces what was known */
-		x->round = NULL;
-		x->round_uid[0] = '\0';
+		/* a re-list replaces what was known of the gatherer */
+		x->f.leader_seen = x->f.has_round = x->f.has_progress = false;
 		json_array_foreach(items, i, it)
 			see(x, K8S_WATCH_ADDED, it);
 	} else {
@@ -229,10 +256,9 @@ static int follower_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 
 static void follower_tick(struct ex *x)
 {
-	ex_log(x, EXCHANGE_INFO, "waiting for the gatherer (%s): %s", x->leader_sel,
-	       !x->assign ? "no part of a round yet"
-	       : x->probed_epoch == x->epoch ? "probed; waiting for the round to end"
-					     : jstr(x->assign, "state"));
+	char buf[1024];
+	follow_waiting_text(&x->f, x->leader_sel, buf, sizeof(buf));
+	ex_log(x, EXCHANGE_INFO, "waiting for %s", buf);
 }
 
 int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
@@ -243,38 +269,32 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
 	free(sel);
 	if (r < 0) {
-		if (!x->failed && np_now_ms() >= x->o->deadline_ms)
-			np_error_set(err, NP_EK8S, 0,
-				     "deadline reached waiting for the gatherer (%s)%s; its log says why",
-				     x->leader_sel, x->assign ? ", which handed out a part" : "");
+		if (!x->failed && np_now_ms() >= x->o->deadline_ms) {
+			char buf[1024];
+			follow_waiting_text(&x->f, x->leader_sel, buf, sizeof(buf));
+			np_error_set(err, NP_EK8S, 0, "deadline reached waiting for %s", buf);
+		}
 		return -1;
 	}
 	if (!x->done)
 		return np_error_set(err, NP_EK8S, 0, "the exchange ended without a result");
-	if (check_own(x, jstr(x->assign, "if"), jstr(x->assign, "addr"), err) < 0)
-		return -1;
-	snprintf(res->network, sizeof(res->network), "%s", jstr(x->assign, "net"));
-	snprintf(res->ifname, sizeof(res->ifname), "%s", jstr(x->assign, "if"));
-	snprintf(res->addr, sizeof(res->addr), "%s", jstr(x->assign, "addr"));
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", jstr(x->assign, "next_pod"));
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", jstr(x->assign, "next_addr"));
+	const struct exchange_assignment *a = &x->f.assign;
+	const struct exchange_part *p = &a->parts[0];
+	if (a->n_parts != 1 || check_own(x, p, err) < 0)
+		return a->n_parts != 1 ? np_error_set(err, NP_EK8S, 0, "the final round has %zu parts, not 1",
+						      a->n_parts)
+				       : -1;
+	snprintf(res->network, sizeof(res->network), "%s", p->net);
+	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
+	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
+	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
+	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
 	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
-	res->epoch = x->epoch;
-	res->n_pods = (size_t)json_integer_value(json_object_get(x->assign, "n"));
-	json_t *rank = json_object_get(x->assign, "rank"), *world = json_object_get(x->assign, "world");
-	json_t *mbps = json_object_get(x->assign, "min_mbps");
-	if (!json_is_integer(rank) || !json_is_integer(world) || !json_is_integer(mbps) ||
-	    json_integer_value(world) != (json_int_t)res->n_pods || json_integer_value(rank) <= 0 ||
-	    json_integer_value(rank) >= json_integer_value(world))
-		return np_error_set(err, NP_EK8S, 0, "bad assignment: no valid rank of %zu pods", res->n_pods);
-	unsigned char root[16];
-	const char *root_addr = jstr(x->assign, "root");
-	int fam = strchr(root_addr, ':') ? AF_INET6 : AF_INET;
-	if (strlen(root_addr) >= sizeof(res->root_addr) || inet_pton(fam, root_addr, root) != 1)
-		return np_error_set(err, NP_EK8S, 0, "bad assignment: root address '%s'", root_addr);
-	res->rank = (int)json_integer_value(rank);
-	res->world = (int)json_integer_value(world);
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", root_addr);
-	res->min_mbps = (long)json_integer_value(mbps);
+	res->epoch = a->epoch;
+	res->n_pods = (size_t)a->n_pods;
+	res->rank = p->rank;
+	res->world = p->world;
+	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
+	res->min_mbps = p->min_mbps;
 	return 0;
 }

@@ -7,10 +7,13 @@
 #include "exchange/gather_priv.h"
 #include "util/clock.h"
 
-
-static bool ready(struct ex *x)
+static bool member_done(const struct gather *g, const struct member *m)
 {
-	struct gather *g = x->g;
+	return g->phase == PH_GATHER ? m->has_report : m->has_probe && m->probe.epoch == g->epoch;
+}
+
+bool gather_ready(struct gather *g, const char *self)
+{
 	size_t n = gather_select_members(g);
 	if (g->phase == PH_GATHER) {
 		if ((int)n != g->expect)
@@ -24,95 +27,139 @@ static bool ready(struct ex *x)
 		struct member *m = &g->m[i];
 		if (!m->selected)
 			continue;
-		if (m->assigned_epoch != g->epoch && strcmp(m->name, x->name) != 0) {
+		if (m->assigned_epoch != g->epoch && strcmp(m->name, self) != 0) {
 			g->need_assign = true;
 			return true;
 		}
-		if (m->probe_epoch != g->epoch)
+		if (!member_done(g, m))
 			return false;
 	}
 	return true;
 }
 
+void gather_progress(struct gather *g, const char *leader_uid, const char *leader_pod,
+		     struct exchange_progress *p)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->leader, sizeof(p->leader), "%s", leader_uid);
+	snprintf(p->leader_pod, sizeof(p->leader_pod), "%s", leader_pod);
+	p->phase = g->phase == PH_GATHER ? EXCHANGE_GATHERING : EXCHANGE_PROBING;
+	p->round = g->epoch;
+	p->expect = g->expect;
+	p->created = (int)gather_select_members(g);
+	for (size_t i = 0; i < g->n; i++) {
+		struct member *m = &g->m[i];
+		if (!m->selected)
+			continue;
+		if (member_done(g, m)) {
+			p->done++;
+			continue;
+		}
+		if (p->n_missing < EXCHANGE_MISSING_SHOWN)
+			snprintf(p->missing[p->n_missing++], sizeof(p->missing[0]), "%s", m->name);
+		p->missing_total++;
+	}
+	snprintf(p->probe, sizeof(p->probe), "%s", g->probe_status);
+}
+
+int gather_check_count(struct gather *g, np_error *err)
+{
+	int n = (int)gather_select_members(g);
+	if (n <= g->expect)
+		return 0;
+	return np_error_set(err, NP_EK8S, 0,
+			    "%d pods of the job exist, but NICPICK_EXPECT (--expect) is %d: set it to the "
+			    "job's size",
+			    n, g->expect);
+}
+
+static void fail(struct ex *x, const np_error *e)
+{
+	x->err = *e;
+	x->failed = true;
+}
+
+static void gather_tick_publish(struct ex *x, bool log);
+
 static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 {
 	struct ex *x = ud;
+	struct gather *g = x->g;
 	ex_note_rv(x, type, obj);
 	if (type == K8S_WATCH_BOOKMARK)
 		return 0;
 	if (type == K8S_WATCH_RELIST) {
-		for (size_t i = 0; i < x->g->n; i++)
-			x->g->m[i].live = false;
+		for (size_t i = 0; i < g->n; i++)
+			g->m[i].live = false;
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
 		json_array_foreach(items, i, it)
-			gather_member_update(x, it);
+			gather_member_update(g, x->uid, it);
 	} else if (type == K8S_WATCH_DELETED) {
-		struct member *m = gather_member(x->g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
+		struct member *m = gather_member(g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
 		const char *uid = ex_meta(obj, "uid");
 		if (m && uid && strcmp(m->uid, uid) == 0)
 			m->live = false;
 	} else {
-		gather_member_update(x, obj);
+		gather_member_update(g, x->uid, obj);
 	}
-	if (ready(x)) {
+	np_error e = { 0 };
+	if (type == K8S_WATCH_RELIST && !g->published[0])
+		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
+	if (gather_check_count(g, &e) < 0) {
+		fail(x, &e);
+		x->stop = true;
+		return 1;
+	}
+	if (gather_ready(g, x->name)) {
 		x->stop = true;
 		return 1;
 	}
 	return 0;
 }
 
-static void gather_tick(struct ex *x)
+/* What the gatherer waits for: in the log (at each progress line), and the
+ * same on this pod for the followers (only when it changed: each write
+ * reaches every follower). */
+static void gather_tick_publish(struct ex *x, bool log)
 {
 	struct gather *g = x->g;
-	size_t n = gather_select_members(g), have = 0;
-	char missing[600] = "";
-	size_t off = 0, shown = 0;
-	for (size_t i = 0; i < g->n; i++) {
-		struct member *m = &g->m[i];
-		if (!m->selected)
-			continue;
-		bool done = g->phase == PH_GATHER ? m->has_report : m->probe_epoch == g->epoch;
-		if (done) {
-			have++;
-			continue;
-		}
-		if (shown++ < 8 && off < sizeof(missing))
-			off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s%s%s",
-						off ? ", " : "", m->name, m->report_why[0] ? " (" : "",
-						m->report_why[0] ? m->report_why : "");
-		if (m->report_why[0] && off < sizeof(missing))
-			off += (size_t)snprintf(missing + off, sizeof(missing) - off, ")");
-	}
-	if (g->phase == PH_GATHER)
-		ex_log(x, EXCHANGE_INFO, "%zu/%d pods reported; missing: %s%s%s", have, g->expect,
-		       missing[0] ? missing : "",
-		       (int)n < g->expect ? (missing[0] ? "; " : "") : "",
-		       (int)n < g->expect ? "pods not created yet" : "");
+	struct exchange_progress p;
+	char text[1024];
+	gather_progress(g, x->uid, x->name, &p);
+	exchange_progress_text(&p, text, sizeof(text));
+	if (log)
+		ex_log(x, EXCHANGE_INFO, "%s", text);
+	if (strcmp(text, g->published) == 0)
+		return;
+	np_error e = { 0 };
+	if (gather_set_progress(x, &e) < 0)
+		ex_log(x, EXCHANGE_WARN, "cannot publish the progress: %s", e.msg);
 	else
-		ex_log(x, EXCHANGE_INFO, "round %d: %zu/%zu pods probed; waiting for: %s", g->epoch, have,
-		       n, missing);
+		snprintf(g->published, sizeof(g->published), "%s", text);
+}
+
+static void gather_tick(struct ex *x)
+{
+	gather_tick_publish(x, true);
 }
 
 /* Deadline message naming who never showed up. */
 static int deadline_error(struct ex *x, np_error *err)
 {
-	struct gather *g = x->g;
-	char who[600] = "";
-	size_t off = 0, n = gather_select_members(g);
-	for (size_t i = 0; i < g->n && off < sizeof(who); i++) {
-		struct member *m = &g->m[i];
-		bool done = g->phase == PH_GATHER ? m->has_report : m->probe_epoch == g->epoch;
-		if (m->selected && !done)
-			off += (size_t)snprintf(who + off, sizeof(who) - off, "%s%s", off ? ", " : "", m->name);
-	}
-	if (g->phase == PH_GATHER && (int)n < g->expect)
-		snprintf(who + off, off < sizeof(who) ? sizeof(who) - off : 0, "%s%d pod(s) never created",
-			 off ? "; " : "", g->expect - (int)n);
-	return np_error_set(err, NP_EK8S, 0, "deadline reached: %s %s",
-			    g->phase == PH_GATHER ? "no report from" : "no probe result from", who);
+	struct exchange_progress p;
+	char text[1024];
+	gather_progress(x->g, x->uid, x->name, &p);
+	exchange_progress_text(&p, text, sizeof(text));
+	return np_error_set(err, NP_EK8S, 0, "deadline reached: %s", text);
 }
 
+static int watch(struct ex *x, np_error *err)
+{
+	if (ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) == 0)
+		return 0;
+	return !x->failed && np_now_ms() >= x->o->deadline_ms ? deadline_error(x, err) : -1;
+}
 
 static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
 {
@@ -132,23 +179,13 @@ static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
 static int own_probe(struct ex *x, long bytes, np_error *err)
 {
 	struct gather *g = x->g;
-	const char *addrs[EX_SERVERS_MAX], *ifs[EX_SERVERS_MAX], *nexts[EX_SERVERS_MAX];
-	size_t n = ex_assignment_trials(json_object_get(g->assign_of, x->name), addrs, ifs, nexts);
-	json_t *pr = ex_probe_round(x, g->epoch, n, addrs, ifs, nexts, bytes, err);
-	if (!pr)
-		return -1;
-	char *s = json_dumps(pr, JSON_COMPACT);
 	struct member *me = gather_member(g, x->name, false);
-	if (me) {
-		json_decref(me->probe);
-		me->probe = pr;
-		me->probe_epoch = g->epoch;
-	} else {
-		json_decref(pr);
-	}
-	int r = ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_PROBE, s ? s : "{}"), err);
-	free(s);
-	return r;
+	if (!me)
+		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
+	if (ex_probe_round(x, x->uid, g->epoch, me->parts, me->n_parts, bytes, &me->probe, err) < 0)
+		return -1;
+	me->has_probe = true;
+	return 0;
 }
 
 static int wait_probes(struct ex *x, np_error *err)
@@ -156,38 +193,44 @@ static int wait_probes(struct ex *x, np_error *err)
 	x->g->phase = PH_PROBE;
 	for (;;) {
 		x->g->need_assign = false;
-		if (ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) < 0)
-			return np_now_ms() >= x->o->deadline_ms ? deadline_error(x, err) : -1;
+		if (watch(x, err) < 0)
+			return -1;
 		if (!x->g->need_assign)
 			return 0;
 		/* A pod restarted: hand the new incarnation its part again. */
-		json_t *a = json_object_get(x->g->assign_of, x->name);
-		const char *state = json_object_get(a, "trials") ? "measure" : "probe";
-		if (gather_publish_round(x, state, NULL, err) < 0)
+		if (gather_publish_round(x, NULL, err) < 0)
 			return -1;
 	}
+}
+
+/* Hand out a round and probe it: every pod's part, the round's state,
+ * this pod's own probe, then every other pod's result. */
+static int run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err)
+{
+	x->g->state = state;
+	return gather_publish_round(x, NULL, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
+			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
+		       ? -1
+		       : 0;
 }
 
 static int decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err)
 {
 	struct agree_report *reps;
 	size_t n;
-	if (build_reports(x->g, &reps, &n) < 0)
+	if (build_reports(x->g, &reps, &n) < 0) {
+		memset(d, 0, sizeof(*d));
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	}
 	int r = agree_decide(reps, n, opt, d, err);
 	free(reps);
 	return r;
 }
 
-static json_t *decision_json(const struct agree_decision *d)
+static void clear_parts(struct gather *g)
 {
-	char *s = NULL;
-	np_error e = { 0 };
-	if (agree_decision_to_json(d, &s, &e) < 0)
-		return NULL;
-	json_t *j = json_loads(s, 0, NULL);
-	free(s);
-	return j;
+	for (size_t i = 0; i < g->n; i++)
+		g->m[i].n_parts = 0;
 }
 
 /* Among tied top networks, which one has the best worst-case throughput? */
@@ -202,34 +245,25 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 			trial[nt++] = d->nets[i].net;
 	if (nt < 2)
 		return 0;
-	json_t *trials_of = json_object();
+	clear_parts(g);
 	for (size_t t = 0; t < nt; t++) {
 		struct agree_options o1 = *opt;
 		o1.has_cidr = true;
-		o1.cidr = trial[t];
+		o1.cidr = trial[t].pfx;
 		struct agree_decision d1;
-		if (decide(x, &o1, &d1, err) < 0) {
-			agree_decision_free(&d1);
-			json_decref(trials_of);
-			return -1;
-		}
-		int r = gather_rail_assign(x, &d1.rails[0], trials_of, err);
+		int r = decide(x, &o1, &d1, err);
+		if (r == 0)
+			r = gather_rail_assign(x, &d1.rails[0], true, err);
 		agree_decision_free(&d1);
-		if (r < 0) {
-			json_decref(trials_of);
+		if (r < 0)
 			return -1;
-		}
 	}
-	json_object_clear(g->assign_of);
-	const char *pod;
-	json_t *arr;
-	json_object_foreach(trials_of, pod, arr)
-		json_object_set_new(g->assign_of, pod, json_pack("{s:O, s:i}", "trials", arr, "n", (int)d->n_pods));
-	json_decref(trials_of);
+	g->n_pods = (int)d->n_pods;
 	g->epoch++;
-	ex_log(x, EXCHANGE_INFO, "round %d: measuring throughput on %zu tied networks", g->epoch, nt);
-	if (gather_publish_round(x, "measure", NULL, err) < 0 || gather_set_round(x, "measure", NULL, err) < 0 ||
-	    own_probe(x, x->o->probe_throughput_bytes, err) < 0 || wait_probes(x, err) < 0)
+	snprintf(g->probe_status, sizeof(g->probe_status), "round %d: measuring throughput on %zu tied networks",
+		 g->epoch, nt);
+	ex_log(x, EXCHANGE_INFO, "%s", g->probe_status);
+	if (run_round(x, EXCHANGE_MEASURE, x->o->probe_throughput_bytes, err) < 0)
 		return -1;
 	/* Worst case per network over the pods; a failed trial disqualifies it. */
 	double best = -1;
@@ -237,12 +271,10 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	for (size_t t = 0; t < nt; t++) {
 		double worst = -1;
 		for (size_t i = 0; i < g->n; i++) {
-			if (!g->m[i].selected)
+			const struct member *m = &g->m[i];
+			if (!m->selected)
 				continue;
-			json_t *ok = json_array_get(json_object_get(g->m[i].probe, "ok"), t);
-			double v = json_number_value(json_array_get(json_object_get(g->m[i].probe, "mbps"), t));
-			if (!json_is_true(ok))
-				v = 0;
+			double v = t < m->probe.n && m->probe.t[t].ok ? m->probe.t[t].mbps : 0;
 			if (worst < 0 || v < worst)
 				worst = v;
 		}
@@ -258,88 +290,87 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	return 0;
 }
 
-static int fill_result(struct ex *x, const struct agree_decision *d, struct exchange_result *res,
-		       np_error *err)
+/* This pod's part of the final round; the decision moves into res. */
+static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_result *res)
 {
-	const struct agree_rail *rail = &d->rails[0];
-	struct agree_rank rk;
-	if (agree_rail_rank(rail, x->name, x->name, &rk, err) < 0)
-		return -1;
-	res->rank = rk.rank;
-	res->world = rk.world;
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", rk.root_addr);
-	res->min_mbps = rk.min_mbps;
-	for (size_t i = 0; i < rail->n_assign; i++) {
-		const struct agree_assign *a = &rail->assign[i];
-		if (strcmp(a->pod, x->name) != 0)
-			continue;
-		const struct agree_assign *nx = &rail->assign[(i + 1) % rail->n_assign];
-		snprintf(res->ifname, sizeof(res->ifname), "%s", a->ifname);
-		snprintf(res->addr, sizeof(res->addr), "%s", a->addr);
-		res->family = a->family;
-		if (rail->n_assign > 1) {
-			snprintf(res->next_pod, sizeof(res->next_pod), "%s", nx->pod);
-			snprintf(res->next_addr, sizeof(res->next_addr), "%s", nx->addr);
-		}
-	}
-	snprintf(res->network, sizeof(res->network), "%s", rail->net.text);
+	const struct member *me = gather_member(x->g, x->name, false);
+	const struct exchange_part *p = &me->parts[0];
+	snprintf(res->network, sizeof(res->network), "%s", p->net);
+	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
+	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
+	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
+	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
+	res->family = d->rails[0].net.pfx.family;
+	res->rank = p->rank;
+	res->world = p->world;
+	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
+	res->min_mbps = p->min_mbps;
 	res->n_pods = d->n_pods;
 	res->epoch = x->g->epoch;
-	res->decision = decision_json(d);
+	res->decision = *d;
+	res->has_decision = true;
+	memset(d, 0, sizeof(*d));
+}
+
+/* Tell every pod (and the round) that the job failed, with err's reason. */
+static int publish_failure(struct ex *x, np_error *err)
+{
+	np_error keep = *err, perr = { 0 };
+	x->g->epoch++;
+	clear_parts(x->g);
+	gather_select_members(x->g);
+	if (gather_publish_round(x, &keep, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, &perr) < 0)
+		ex_log(x, EXCHANGE_WARN, "cannot tell the other pods: %s", perr.msg);
+	*err = keep;
+	return -1;
+}
+
+static int count_pods(struct ex *x, np_error *err)
+{
+	struct gather *g = x->g;
+	g->expect = x->o->expect;
+	if (g->expect > 0)
+		return 0;
+	/* A batch Job says how many pods it runs; other kinds must be told. */
+	json_t *owners = json_object_get(json_object_get(x->pod, "metadata"), "ownerReferences"), *ow;
+	size_t i;
+	json_array_foreach(owners, i, ow) {
+		const char *kind = json_string_value(json_object_get(ow, "kind"));
+		const char *jname = json_string_value(json_object_get(ow, "name"));
+		json_t *job = NULL;
+		if (!kind || strcmp(kind, "Job") != 0 || !jname)
+			continue;
+		if (k8s_get_job(x->k, x->ns, jname, &job, err) < 0)
+			return np_error_wrap(err, "cannot read Job %s to count its pods (pass --expect)", jname);
+		g->expect = k8s_job_completions(job);
+		json_decref(job);
+	}
+	if (g->expect <= 0)
+		return np_error_set(err, NP_EUSAGE, 0,
+				    "cannot tell how many pods the job has: pass --expect N or set NICPICK_EXPECT");
 	return 0;
 }
 
-int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
+/* Gather, decide, probe; until a network passes or none is left. */
+static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 {
-	struct gather *g = calloc(1, sizeof(*g));
-	if (!g)
-		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	x->g = g;
-	g->assign_of = json_object();
-	snprintf(x->leader_uid, sizeof(x->leader_uid), "%s", x->uid);
-	g->expect = x->o->expect;
-	if (g->expect <= 0) {
-		/* A batch Job says how many pods it runs; other kinds must be told. */
-		json_t *owners = json_object_get(json_object_get(x->pod, "metadata"), "ownerReferences"), *ow;
-		size_t i;
-		json_array_foreach(owners, i, ow) {
-			const char *kind = json_string_value(json_object_get(ow, "kind"));
-			const char *jname = json_string_value(json_object_get(ow, "name"));
-			json_t *job = NULL;
-			if (!kind || strcmp(kind, "Job") != 0 || !jname)
-				continue;
-			if (k8s_get_job(x->k, x->ns, jname, &job, err) < 0)
-				return np_error_wrap(err, "cannot read Job %s to count its pods (pass --expect)", jname);
-			g->expect = k8s_job_completions(job);
-			json_decref(job);
-		}
-		if (g->expect <= 0)
-			return np_error_set(err, NP_EUSAGE, 0,
-					    "cannot tell how many pods the job has: pass --expect N or set NICPICK_EXPECT");
-	}
-	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);
-
+	struct gather *g = x->g;
 	struct agree_options opt = x->o->agree;
 	bool measured = x->o->probe_throughput_bytes <= 0;
 	for (;;) {
 		g->phase = PH_GATHER;
 		/* After a failed probe every report is in already: decide again
 		 * at once rather than wait for a change that may never come. */
-		if (!ready(x) && ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) < 0)
-			return np_now_ms() >= x->o->deadline_ms ? deadline_error(x, err) : -1;
+		if (!gather_ready(g, x->name) && watch(x, err) < 0)
+			return -1;
 
 		struct agree_decision d;
 		if (decide(x, &opt, &d, err) < 0) {
-			np_error keep = *err;
-			res->decision = decision_json(&d);
-			agree_decision_free(&d);
-			g->epoch++;
-			json_object_clear(g->assign_of);
-			if (gather_publish_round(x, "failed", keep.msg, err) == 0)
-				gather_set_round(x, "failed", keep.msg, err);
-			*err = keep;
-			return -1;
+			res->decision = d; /* the per-pod table says why */
+			res->has_decision = true;
+			return publish_failure(x, err);
 		}
+		g->n_pods = (int)d.n_pods;
 		if (!measured) {
 			measured = true;
 			int r = measure(x, &opt, &d, err);
@@ -348,16 +379,13 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 				return -1;
 			continue;
 		}
-		json_object_clear(g->assign_of);
-		if (gather_rail_assign(x, &d.rails[0], NULL, err) < 0) {
-			agree_decision_free(&d);
-			return -1;
-		}
+		int r = gather_rail_assign(x, &d.rails[0], false, err);
 		g->epoch++;
+		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: probing the ring on %s%s", g->epoch,
+			 d.rails[0].net.text, d.routed ? " (routed)" : "");
 		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
 		       d.rails[0].net.text, d.routed ? " (routed)" : "");
-		if (gather_publish_round(x, "probe", NULL, err) < 0 || gather_set_round(x, "probe", NULL, err) < 0 ||
-		    own_probe(x, 0, err) < 0 || wait_probes(x, err) < 0) {
+		if (r < 0 || run_round(x, EXCHANGE_PROBE, 0, err) < 0) {
 			agree_decision_free(&d);
 			return -1;
 		}
@@ -365,25 +393,43 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 		char why[700] = "";
 		size_t off = 0;
 		for (size_t i = 0; i < g->n; i++) {
-			struct member *m = &g->m[i];
-			if (!m->selected || json_is_true(json_array_get(json_object_get(m->probe, "ok"), 0)))
+			const struct member *m = &g->m[i];
+			if (!m->selected || (m->probe.n > 0 && m->probe.t[0].ok))
 				continue;
-			const char *dt = json_string_value(json_array_get(json_object_get(m->probe, "detail"), 0));
 			if (off < sizeof(why))
 				off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s", off ? "; " : "",
-							m->name, dt ? dt : "probe failed");
+							m->name,
+							m->probe.t[0].detail[0] ? m->probe.t[0].detail : "probe failed");
 		}
 		if (!why[0]) {
-			int r = fill_result(x, &d, res, err);
-			agree_decision_free(&d);
-			return r < 0 ? -1 : gather_set_round(x, "final", NULL, err);
+			fill_result(x, &d, res);
+			return gather_set_round(x, EXCHANGE_FINAL, NULL, err);
 		}
+		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: %s failed the probe (%.180s)",
+			 g->epoch, d.rails[0].net.text, why);
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
 		       g->epoch, d.rails[0].net.text, why);
 		if (opt.n_excluded < AGREE_EXCLUDED_MAX)
 			opt.excluded[opt.n_excluded++] = d.rails[0].net;
 		agree_decision_free(&d);
 	}
+}
+
+int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
+{
+	struct gather *g = calloc(1, sizeof(*g));
+	if (!g)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	x->g = g;
+	if (count_pods(x, err) < 0)
+		return -1;
+	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);
+	if (rounds(x, res, err) == 0)
+		return 0;
+	/* Too many pods: a misconfiguration every pod must hear of at once. */
+	if (x->failed && gather_check_count(g, &(np_error){ 0 }) < 0)
+		return publish_failure(x, err);
+	return -1;
 }
 
 void ex_gather_stats(struct ex *x, struct k8s_stats *acc)
@@ -405,12 +451,7 @@ void ex_gather_free(struct ex *x)
 	struct gather *g = x->g;
 	if (!g)
 		return;
-	for (size_t i = 0; i < g->n; i++) {
-		free(g->m[i].rep);
-		json_decref(g->m[i].probe);
-	}
-	free(g->m);
-	json_decref(g->assign_of);
+	gather_free_members(g);
 	for (size_t c = 0; c < PUBLISH_CONNS_MAX; c++)
 		k8s_client_free(g->pool[c]);
 	free(g);

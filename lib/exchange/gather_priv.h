@@ -19,9 +19,11 @@ struct member {
 	char report_why[256]; /* why the report was refused */
 	struct agree_report *rep;
 	int assigned_epoch; /* epoch of the assignment on the object */
-	int probe_epoch;
-	json_t *probe;
+	bool has_probe;
+	struct exchange_probe probe; /* of this gatherer, epoch probe.epoch */
 	bool selected; /* the member counted for its key */
+	size_t n_parts; /* this pod's parts of the current round */
+	struct exchange_part parts[EXCHANGE_PARTS_MAX];
 };
 
 enum phase { PH_GATHER, PH_PROBE };
@@ -30,26 +32,43 @@ struct gather {
 	struct member *m;
 	size_t n, cap;
 	enum phase phase;
+	enum exchange_state state; /* of the round handed out: probe or measure */
 	int epoch;
 	int expect;
+	int n_pods; /* pods in the round's decision */
+	char probe_status[EXCHANGE_DETAIL_MAX];
+	char published[1024]; /* the progress last written on the gatherer's pod */
 	bool need_assign; /* a pod restarted and lost its assignment */
 	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
-	json_t *assign_of; /* pod name -> assignment object of this round */
 };
 
 /* members.c */
 struct member *gather_member(struct gather *g, const char *name, bool create);
-/* Fold one Pod object into the member table. */
-void gather_member_update(struct ex *x, json_t *pod);
+/* Fold one Pod object into the member table; the gatherer is leader_uid. */
+void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod);
 /* Pick, per job index, the newest live pod; returns how many. */
 size_t gather_select_members(struct gather *g);
+void gather_free_members(struct gather *g);
+
+/* gather.c, pure: the member table is all they read. */
+/* Every report is in (gathering) or every probe result (probing); a pod
+ * that lost its assignment sets g->need_assign and is ready too. */
+bool gather_ready(struct gather *g, const char *self);
+/* What the gatherer waits for. */
+void gather_progress(struct gather *g, const char *leader_uid, const char *leader_pod,
+		     struct exchange_progress *p);
+/* More of the job's pods exist than expected: NP_EK8S naming the count. */
+int gather_check_count(struct gather *g, np_error *err);
 
 /* publish.c */
-/* Tell every selected pod its part of the round (or the failure). */
-int gather_publish_round(struct ex *x, const char *state, const char *reason, np_error *err);
+/* Tell every selected pod its part of the round (or the failure, with
+ * err's status and message when failure is given). */
+int gather_publish_round(struct ex *x, const np_error *failure, np_error *err);
 /* The round's state on the gatherer's own pod. */
-int gather_set_round(struct ex *x, const char *state, const char *reason, np_error *err);
-/* Each pod's part of one rail; into trials_of (pod -> array) when given. */
-int gather_rail_assign(struct ex *x, const struct agree_rail *rail, json_t *trials_of, np_error *err);
+int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, np_error *err);
+/* What the gatherer waits for, on its own pod. */
+int gather_set_progress(struct ex *x, np_error *err);
+/* Each pod's part of one rail: the only one, or one more (a measure round). */
+int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append, np_error *err);
 
 #endif

@@ -35,7 +35,6 @@ struct member *gather_member(struct gather *g, const char *name, bool create)
 static void member_reset(struct member *m)
 {
 	free(m->rep);
-	json_decref(m->probe);
 	char name[AGREE_NAME_MAX];
 	memcpy(name, m->name, sizeof(name));
 	memset(m, 0, sizeof(*m));
@@ -43,9 +42,8 @@ static void member_reset(struct member *m)
 }
 
 /* Fold one Pod object into the member table. */
-void gather_member_update(struct ex *x, json_t *pod)
+void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 {
-	struct gather *g = x->g;
 	const char *name = ex_meta(pod, "name"), *uid = ex_meta(pod, "uid");
 	if (!name || !uid)
 		return;
@@ -92,27 +90,31 @@ void gather_member_update(struct ex *x, json_t *pod)
 			m->has_report = true;
 		}
 	}
+	/* What this gatherer handed out and what came back; anything else
+	 * (an earlier incarnation's, unreadable) does not count. */
 	const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);
+	struct exchange_assignment as;
+	np_error e = { 0 };
 	m->assigned_epoch = 0;
-	if (a) {
-		json_t *as = json_loads(a, 0, NULL);
-		const char *lu = json_string_value(json_object_get(as, "leader"));
-		if (lu && strcmp(lu, x->uid) == 0)
-			m->assigned_epoch = (int)json_integer_value(json_object_get(as, "epoch"));
-		json_decref(as);
-	}
+	if (a && exchange_assignment_parse(a, strlen(a), &as, &e) == 0 && strcmp(as.leader, leader_uid) == 0)
+		m->assigned_epoch = as.epoch;
 	const char *p = ex_annotation(pod, EXCHANGE_ANN_PROBE);
-	if (p) {
-		json_t *pr = json_loads(p, 0, NULL);
-		const char *lu = json_string_value(json_object_get(pr, "leader"));
-		if (lu && strcmp(lu, x->uid) == 0 && json_is_array(json_object_get(pr, "ok"))) {
-			json_decref(m->probe);
-			m->probe = pr;
-			m->probe_epoch = (int)json_integer_value(json_object_get(pr, "epoch"));
-		} else {
-			json_decref(pr);
-		}
+	struct exchange_probe pr;
+	if (p && exchange_probe_parse(p, strlen(p), &pr, &e) < 0)
+		snprintf(m->report_why, sizeof(m->report_why), "%.250s", e.msg);
+	else if (p && strcmp(pr.leader, leader_uid) == 0) {
+		m->probe = pr;
+		m->has_probe = true;
 	}
+}
+
+void gather_free_members(struct gather *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		free(g->m[i].rep);
+	free(g->m);
+	g->m = NULL;
+	g->n = g->cap = 0;
 }
 
 /* Pick, per job index, the newest live pod: a pod of an earlier attempt

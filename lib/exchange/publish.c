@@ -35,13 +35,14 @@ static void *publish_worker(void *arg)
 }
 
 /* Tell every pod its part of the round (or the failure). */
-int gather_publish_round(struct ex *x, const char *state, const char *reason, np_error *err)
+int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
 {
 	struct gather *g = x->g;
 	char **names = calloc(g->n + 1, sizeof(*names)), **patches = calloc(g->n + 1, sizeof(*patches));
+	struct exchange_assignment *a = malloc(sizeof(*a));
 	size_t n = 0;
 	int ret = -1;
-	if (!names || !patches) {
+	if (!names || !patches || !a) {
 		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 		goto out;
 	}
@@ -49,21 +50,23 @@ int gather_publish_round(struct ex *x, const char *state, const char *reason, np
 		struct member *m = &g->m[i];
 		if (!m->selected)
 			continue;
-		json_t *as = json_object_get(g->assign_of, m->name);
-		json_t *a = as ? json_deep_copy(as) : json_object();
-		json_object_set_new(a, "leader", json_string(x->uid));
-		json_object_set_new(a, "leader_pod", json_string(x->name));
-		json_object_set_new(a, "epoch", json_integer(g->epoch));
-		json_object_set_new(a, "state", json_string(state));
-		if (reason)
-			json_object_set_new(a, "reason", json_string(reason));
-		names[n] = m->name;
-		patches[n] = json_dumps(a, JSON_COMPACT | JSON_SORT_KEYS);
-		json_decref(a);
-		if (!patches[n++]) {
-			np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-			goto out;
+		memset(a, 0, sizeof(*a));
+		snprintf(a->leader, sizeof(a->leader), "%s", x->uid);
+		snprintf(a->leader_pod, sizeof(a->leader_pod), "%s", x->name);
+		a->epoch = g->epoch;
+		a->n_pods = g->n_pods;
+		if (failure) {
+			a->state = EXCHANGE_FAILED;
+			a->status = failure->status;
+			exchange_text_copy(a->reason, sizeof(a->reason), failure->msg);
+		} else {
+			a->state = g->state;
+			a->n_parts = m->n_parts;
+			memcpy(a->parts, m->parts, sizeof(a->parts));
 		}
+		names[n] = m->name;
+		if (exchange_assignment_to_json(a, &patches[n++], err) < 0)
+			goto out;
 	}
 	size_t conns = n < 32 ? 1 : PUBLISH_CONNS;
 	struct publish_job jobs[PUBLISH_CONNS];
@@ -100,50 +103,73 @@ out:
 		free(patches[i]);
 	free(patches);
 	free(names);
+	free(a);
 	return ret;
 }
 
 /* The round's state on the gatherer's own pod, where every follower that
  * has probed is waiting: one write ends the round for the whole job. */
-int gather_set_round(struct ex *x, const char *state, const char *reason, np_error *err)
+int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, np_error *err)
 {
-	json_t *rd = json_pack("{s:s, s:i, s:s}", "leader", x->uid, "epoch", x->g->epoch, "state", state);
-	if (reason)
-		json_object_set_new(rd, "reason", json_string(reason));
-	char *s = json_dumps(rd, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(rd);
-	int r = s ? ex_patch_annotations(x, x->name, json_pack("{s:s}", EXCHANGE_ANN_ROUND, s), err)
-		  : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	struct exchange_round rd = { .epoch = x->g->epoch, .state = state };
+	snprintf(rd.leader, sizeof(rd.leader), "%s", x->uid);
+	if (failure) {
+		rd.state = EXCHANGE_FAILED;
+		rd.status = failure->status;
+		exchange_text_copy(rd.reason, sizeof(rd.reason), failure->msg);
+	}
+	char *s = NULL;
+	if (exchange_round_to_json(&rd, &s, err) < 0)
+		return -1;
+	int r = ex_annotate_self(x, EXCHANGE_ANN_ROUND, s, err);
 	free(s);
 	return r;
 }
 
-/* Assignments of one rail: this pod's interface and address, the ring
- * neighbour (pods sorted by name) it must reach, and its smoke rank. */
-int gather_rail_assign(struct ex *x, const struct agree_rail *rail, json_t *trials_of, np_error *err)
+int gather_set_progress(struct ex *x, np_error *err)
+{
+	struct exchange_progress p;
+	gather_progress(x->g, x->uid, x->name, &p);
+	char *s = NULL;
+	if (exchange_progress_to_json(&p, &s, err) < 0)
+		return -1;
+	int r = ex_annotate_self(x, EXCHANGE_ANN_PROGRESS, s, err);
+	free(s);
+	return r;
+}
+
+/* Parts of one rail: this pod's interface and address, the ring neighbour
+ * (pods sorted by name) it must reach, and its smoke rank. */
+int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append, np_error *err)
 {
 	struct gather *g = x->g;
 	size_t n = rail->n_assign;
 	for (size_t i = 0; i < n; i++) {
 		const struct agree_assign *a = &rail->assign[i], *nx = &rail->assign[(i + 1) % n];
+		struct member *m = gather_member(g, a->pod, false);
+		if (!m)
+			return np_error_set(err, NP_EINTERNAL, 0, "pod %s of the decision is not a member", a->pod);
+		if (!append)
+			m->n_parts = 0;
+		if (m->n_parts >= EXCHANGE_PARTS_MAX)
+			continue;
+		struct exchange_part *p = &m->parts[m->n_parts];
 		struct agree_rank rk;
 		if (agree_rail_rank(rail, x->name, a->pod, &rk, err) < 0)
 			return -1;
-		json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:I}", "net",
-				      rail->net.text, "if", a->ifname, "addr", a->addr, "next_pod",
-				      n > 1 ? nx->pod : "", "next_addr", n > 1 ? nx->addr : "", "n", (int)n,
-				      "rank", rk.rank, "world", rk.world, "root", rk.root_addr, "min_mbps",
-				      (json_int_t)rk.min_mbps);
-		if (trials_of) {
-			json_t *arr = json_object_get(trials_of, a->pod);
-			if (!arr) {
-				arr = json_array();
-				json_object_set_new(trials_of, a->pod, arr);
-			}
-			json_array_append_new(arr, t);
-		} else {
-			json_object_set_new(g->assign_of, a->pod, t);
+		memset(p, 0, sizeof(*p));
+		snprintf(p->net, sizeof(p->net), "%s", rail->net.text);
+		snprintf(p->ifname, sizeof(p->ifname), "%s", a->ifname);
+		snprintf(p->addr, sizeof(p->addr), "%s", a->addr);
+		if (n > 1) {
+			snprintf(p->next_pod, sizeof(p->next_pod), "%s", nx->pod);
+			snprintf(p->next_addr, sizeof(p->next_addr), "%s", nx->addr);
 		}
+		p->rank = rk.rank;
+		p->world = rk.world;
+		snprintf(p->root, sizeof(p->root), "%s", rk.root_addr);
+		p->min_mbps = rk.min_mbps;
+		m->n_parts++;
 	}
 	return 0;
 }

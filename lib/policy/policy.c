@@ -13,7 +13,6 @@ void policy_init(struct policy *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->family = AF_UNSPEC;
-	p->cidr_family = AF_UNSPEC;
 }
 
 int policy_set_include(struct policy *p, const char *list, np_error *err)
@@ -46,44 +45,9 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 
 int policy_set_cidr(struct policy *p, const char *cidr, np_error *err)
 {
-	const char *slash = cidr ? strchr(cidr, '/') : NULL;
-	if (!slash)
-		return np_error_set(err, NP_EUSAGE, 0,
-				    "invalid --cidr '%s': expected ADDRESS/PREFIX, e.g. 10.0.0.0/8",
-				    cidr ? cidr : "");
-	char addr[INET6_ADDRSTRLEN];
-	size_t alen = (size_t)(slash - cidr);
-	if (alen == 0 || alen >= sizeof(addr))
-		return np_error_set(err, NP_EUSAGE, 0, "invalid --cidr '%s': bad address", cidr);
-	memcpy(addr, cidr, alen);
-	addr[alen] = '\0';
-
-	unsigned char bytes[16] = {0};
-	int family, maxlen;
-	if (inet_pton(AF_INET, addr, bytes) == 1) {
-		family = AF_INET;
-		maxlen = 32;
-	} else if (inet_pton(AF_INET6, addr, bytes) == 1) {
-		family = AF_INET6;
-		maxlen = 128;
-	} else {
-		return np_error_set(err, NP_EUSAGE, 0,
-				    "invalid --cidr '%s': '%s' is not an IPv4 or IPv6 address", cidr,
-				    addr);
-	}
-	long prefix;
-	if (parse_long(slash + 1, 0, maxlen, &prefix) < 0)
-		return np_error_set(err, NP_EUSAGE, 0,
-				    "invalid --cidr '%s': prefix length must be 0 to %d", cidr,
-				    maxlen);
-	/* "10.1.2.3/8" is accepted as 10.0.0.0/8: users paste host addresses. */
-	for (int bit = (int)prefix; bit < maxlen; bit++)
-		bytes[bit / 8] &= (unsigned char)~(0x80u >> (bit % 8));
-
+	if (np_prefix_parse(cidr, &p->cidr, err) < 0)
+		return np_error_wrap(err, "invalid --cidr");
 	p->has_cidr = true;
-	p->cidr_family = family;
-	memcpy(p->cidr_bytes, bytes, sizeof(bytes));
-	p->cidr_prefix = (int)prefix;
 	return 0;
 }
 
@@ -140,9 +104,8 @@ json_t *policy_to_json(const struct policy *p)
 	json_object_set_new(o, "include", p->include.set ? json_string(p->include.text) : json_null());
 	json_object_set_new(o, "exclude", p->exclude.set ? json_string(p->exclude.text) : json_null());
 	if (p->has_cidr) {
-		char a[INET6_ADDRSTRLEN], buf[INET6_ADDRSTRLEN + 8];
-		inet_ntop(p->cidr_family, p->cidr_bytes, a, sizeof(a));
-		snprintf(buf, sizeof(buf), "%s/%d", a, p->cidr_prefix);
+		char buf[NP_PREFIX_TEXT_MAX];
+		np_prefix_format(&p->cidr, buf, sizeof(buf));
 		json_object_set_new(o, "cidr", json_string(buf));
 	} else {
 		json_object_set_new(o, "cidr", json_null());

@@ -9,6 +9,7 @@
 
 #include "nic/nic.h"
 #include "util/err.h"
+#include "util/prefix.h"
 
 /* NCCL_SOCKET_IFNAME syntax, as NCCL's own parser reads it (socket.cc
  * ncclFindInterfaces / ncclOsFindInterfaces, utils.cc parseStringList):
@@ -50,9 +51,7 @@ struct policy {
 				     * "--exclude ^docker,lo" and "--exclude
 				     * docker,lo" both refuse docker* and lo* */
 	bool has_cidr;
-	int cidr_family;
-	unsigned char cidr_bytes[16]; /* host bits cleared */
-	int cidr_prefix;
+	struct np_prefix cidr; /* --cidr */
 	int family;      /* AF_UNSPEC, AF_INET, AF_INET6 (--family) */
 	long min_speed;  /* Mb/s; 0 = none (--min-speed) */
 };

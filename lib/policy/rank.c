@@ -46,19 +46,6 @@ static bool addr_is_link_local(const struct nic_addr *a)
 	return false;
 }
 
-static bool addr_in_cidr(const struct policy *p, const struct nic_addr *a)
-{
-	if (a->family != p->cidr_family)
-		return false;
-	int full = p->cidr_prefix / 8, rest = p->cidr_prefix % 8;
-	if (memcmp(a->bytes, p->cidr_bytes, (size_t)full) != 0)
-		return false;
-	if (rest == 0)
-		return true;
-	unsigned char mask = (unsigned char)(0xff00u >> rest);
-	return (a->bytes[full] & mask) == (p->cidr_bytes[full] & mask);
-}
-
 static const struct nic *find_index(const struct nic_list *l, int ifindex)
 {
 	for (size_t i = 0; ifindex > 0 && i < l->n; i++)
@@ -153,14 +140,6 @@ static long speed_of(const struct nic *n)
 	return n->eff_speed_mbps > 0 ? n->eff_speed_mbps : n->speed_mbps;
 }
 
-static void cidr_text(const struct policy *p, char *buf, size_t len)
-{
-	char a[INET6_ADDRSTRLEN];
-	if (!inet_ntop(p->cidr_family, p->cidr_bytes, a, sizeof(a)))
-		strcpy(a, "?");
-	snprintf(buf, len, "%s/%d", a, p->cidr_prefix);
-}
-
 /* The address to use: the first global one of the allowed family (inside
  * --cidr if given), IPv4 before IPv6 unless --family says otherwise. */
 static void judge_addresses(const struct policy *p, const struct nic *n, struct policy_verdict *v)
@@ -177,7 +156,7 @@ static void judge_addresses(const struct policy *p, const struct nic *n, struct 
 		if (addr_is_link_local(a))
 			continue;
 		any_global = true;
-		if (p->has_cidr && !addr_in_cidr(p, a))
+		if (p->has_cidr && !np_prefix_contains(&p->cidr, a->family, a->bytes))
 			continue;
 		if (a->family == AF_INET && first4 < 0)
 			first4 = (int)i;
@@ -193,8 +172,8 @@ static void judge_addresses(const struct policy *p, const struct nic *n, struct 
 	} else if (!any_global) {
 		refuse(v, "link-local only");
 	} else if (v->addr < 0) {
-		char c[INET6_ADDRSTRLEN + 8];
-		cidr_text(p, c, sizeof(c));
+		char c[NP_PREFIX_TEXT_MAX];
+		np_prefix_format(&p->cidr, c, sizeof(c));
 		refuse(v, "no address in %s", c);
 	}
 }

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include "outputs/outputs.h"
+#include "util/clock.h"
+
+#define PUBLISH_RESERVE_MS 2000
 
 int select_gather(const struct select_opts *o, struct select_result *r, np_error *err)
 {
@@ -123,8 +126,17 @@ static json_t *agreement_json(const struct exchange_result *x)
 			      "retries", (json_int_t)x->stats.retries, "bytes_sent",
 			      (json_int_t)x->stats.bytes_sent, "bytes_received",
 			      (json_int_t)x->stats.bytes_received);
-	if (a && x->decision)
-		json_object_set(a, "decision", x->decision);
+	if (a && x->has_decision) {
+		char *s = NULL;
+		np_error e = { 0 };
+		json_t *d = agree_decision_to_json(&x->decision, &s, &e) == 0 ? json_loads(s, 0, NULL) : NULL;
+		free(s);
+		if (!d) {
+			json_decref(a);
+			return NULL;
+		}
+		json_object_set_new(a, "decision", d);
+	}
 	return a;
 }
 
@@ -168,13 +180,15 @@ static int agree(const struct select_opts *o, struct select_result *r, np_error 
 	struct exchange_opts xo = o->ex;
 	xo.k8s = &cfg;
 	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
+	/* The job agrees within the same policy as each node ranks. */
+	xo.agree.family = o->policy.family;
+	xo.agree.has_cidr = o->policy.has_cidr;
+	xo.agree.cidr = o->policy.cidr;
+	/* The end of the deadline is kept for saying on the pod why it failed. */
+	int64_t left = xo.deadline_ms - np_now_ms();
+	xo.deadline_ms -= left / 10 < PUBLISH_RESERVE_MS ? left / 10 : PUBLISH_RESERVE_MS;
 	int ret = exchange_run(&xo, &r->nics, &r->ranking, &r->ex, err);
 	r->agreed = ret == 0;
-	if (ret < 0 && r->ex.pod) {
-		/* Say on the pod why it failed; the exit code says the rest. */
-		np_error perr = { 0 };
-		exchange_publish_result(&xo, &r->ex, false, err->msg, &perr);
-	}
 	k8s_config_free(&cfg);
 	if (ret < 0)
 		return -1;
@@ -189,23 +203,36 @@ static int agree(const struct select_opts *o, struct select_result *r, np_error 
 	return 0;
 }
 
-/* The result annotation and the Event on this pod.  The outputs are
- * written (or the failure is already decided): a failure to report it is
- * only a warning. */
-static void publish(const struct select_opts *o, struct select_result *r, bool ok, const char *msg)
+/* The result annotation and the Event on this pod: NetworkSelected, or
+ * NetworkSelectionFailed with the reason.  Failing to post it is only a
+ * warning: the outputs (or the exit code) say the rest. */
+static void publish(const struct select_opts *o, const struct select_result *r, bool ok,
+		    const char *msg)
 {
 	np_error perr = { 0 };
 	struct exchange_opts xo = o->ex;
 	struct k8s_config cfg = { 0 };
 	if (k8s_config_load(&cfg, &o->k8s, &perr) == 0) {
 		xo.k8s = &cfg;
-		if (exchange_publish_result(&xo, &r->ex, ok, msg, &perr) < 0 && xo.log)
-			xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
+		exchange_publish_result(&xo, &r->ex, ok, msg, &perr);
 	}
+	if (perr.msg[0] && xo.log)
+		xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
 	k8s_config_free(&cfg);
 }
 
+static int run(const struct select_opts *o, struct select_result *r, np_error *err);
+
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err)
+{
+	int ret = run(o, r, err);
+	/* Every failure once this pod is known, on every pod, says why on it. */
+	if (ret < 0 && o->peers_k8s && r->ex.pod)
+		publish(o, r, false, err->msg);
+	return ret;
+}
+
+static int run(const struct select_opts *o, struct select_result *r, np_error *err)
 {
 	if (select_gather(o, r, err) < 0)
 		return -1;
@@ -272,11 +299,8 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 		o->ex.log(o->ex.log_ud, r->smoke.status == SMOKE_PASSED ? EXCHANGE_INFO : EXCHANGE_WARN,
 			  line);
 	}
-	if (smoke_ret < 0) {
-		if (r->agreed)
-			publish(o, r, false, err->msg);
-		return -1;
-	}
+	if (smoke_ret < 0)
+		return -1; /* select_run says why on the pod */
 
 	r->decision = build_decision(o, r, &c, &env);
 	if (!r->decision)

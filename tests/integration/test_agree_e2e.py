@@ -209,7 +209,81 @@ def test_missing_peer_all_exit_5_before_the_deadline_naming_it(make_cluster):
     # Progress lines said what it waited for while it waited.
     assert re.search(r"3/4 pods reported; missing: job-w-3", g), g
     for p in started[1:]:
-        assert "deadline" in p.stderr_text, p.describe()
+        # Every follower learns from the gatherer's pod who is missing:
+        # in its progress lines and in its exit message.
+        assert re.search(r"info: .*waiting for the gatherer job-w-0: 3/4 pods reported; "
+                         r"missing: job-w-3", p.stderr_text), p.describe()
+        err = error_line(p)
+        assert "deadline" in err and "missing: job-w-3" in err, p.describe()
+    assert_failed_events_say(c, started, "missing: job-w-3")
+
+
+def error_line(p):
+    lines = [l for l in p.stderr_text.splitlines() if "error:" in l]
+    assert lines, p.describe()
+    return lines[-1]
+
+
+def assert_failed_events_say(c, pods, text):
+    """Each pod posted NetworkSelectionFailed with its own reason."""
+    evs = [e for e in c.events() if e.get("reason") == "NetworkSelectionFailed"]
+    by_pod = {e["involvedObject"]["name"]: e for e in evs}
+    assert sorted(by_pod) == sorted(p.name for p in pods), evs
+    for p in pods:
+        e = by_pod[p.name]
+        assert e["type"] == "Warning" and text in e["message"], (p.name, e)
+        assert e["message"] in error_line(p), (e["message"], p.describe())
+
+
+def test_pods_not_created_yet_are_counted_on_every_pod(make_cluster):
+    c = make_cluster(seed=False)
+    c.seed_pods(count=3)  # the job's fourth pod never gets created
+    t0 = time.monotonic()
+    run_job(c, *COMMON, "--timeout", "8", timeout=30)
+    assert time.monotonic() - t0 < 8 + 3, diag(c)
+    assert_all_exit(c, 5)
+    for p in c.pods:
+        assert "pods not created yet: 1 of 4" in error_line(p), p.describe()
+        # ... and each progress line said so while it waited.
+        infos = [l for l in p.stderr_text.splitlines() if "info:" in l and "reported" in l]
+        assert infos and all("pods not created yet: 1 of 4" in l for l in infos), p.describe()
+    assert_failed_events_say(c, c.pods, "pods not created yet: 1 of 4")
+
+
+def test_missing_gatherer_is_named_on_every_pod(make_cluster):
+    c = make_cluster()
+    c.server.delete_object(C.NAMESPACE, gatherer(c).name)
+    started = c.pods[1:]
+    run_job(c, *COMMON, "--timeout", "6", pods=started, timeout=30)
+    assert_all_exit(c, 5, started)
+    for p in started:
+        err = error_line(p)
+        assert "the gatherer (" in err and "the gatherer pod itself is missing" in err, p.describe()
+        assert "job-completion-index=0" in err, p.describe()
+    assert_failed_events_say(c, started, "the gatherer pod itself is missing")
+
+
+def test_gatherer_not_running_nicpick_is_named_on_every_pod(make_cluster):
+    c = make_cluster()
+    started = c.pods[1:]
+    run_job(c, *COMMON, "--timeout", "6", pods=started, timeout=30)
+    assert_all_exit(c, 5, started)
+    for p in started:
+        assert "the gatherer job-w-0, which has published no progress" in error_line(p), p.describe()
+
+
+def test_more_pods_than_expected_every_pod_exits_at_once(make_cluster):
+    c = make_cluster()
+    t0 = time.monotonic()
+    run_job(c, "--expect", "3", "--log-interval", "2", "--timeout", "60", timeout=90)
+    elapsed = time.monotonic() - t0
+    assert_all_exit(c, 5)
+    assert elapsed < 15, f"took {elapsed:.1f}s: waited for the deadline\n" + diag(c)
+    for p in c.pods:
+        err = error_line(p)
+        assert "NICPICK_EXPECT" in err and "4 pods of the job exist" in err, p.describe()
+        assert not os.path.exists(p.out_dir / "nccl.env"), p.name
+    assert_failed_events_say(c, c.pods, "NICPICK_EXPECT")
 
 
 def test_api_faults_still_end_in_the_same_decision(make_cluster):

@@ -329,7 +329,7 @@ static void test_ipv6_network(void **state)
 	}
 	assert_int_equal(agree_decide(r, 3, NULL, &d, &err), 0);
 	assert_string_equal(d.rails[0].net.text, "fd00:9::/64");
-	assert_int_equal(d.rails[0].net.family, AF_INET6);
+	assert_int_equal(d.rails[0].net.pfx.family, AF_INET6);
 	assert_string_equal(assign_of(&d, "v6-2")->addr, "fd00:9::3");
 	agree_decision_free(&d);
 
@@ -358,7 +358,7 @@ static void test_cidr_option_narrows(void **state)
 	struct agree_options opt = { 0 };
 	np_error err = { 0 };
 	job4(r, true);
-	assert_int_equal(agree_network_parse("192.168.0.0/16", &opt.cidr, &err), 0);
+	assert_int_equal(np_prefix_parse("192.168.0.0/16", &opt.cidr, &err), 0);
 	opt.has_cidr = true;
 	assert_int_equal(agree_decide(r, 4, &opt, &d, &err), 0);
 	assert_string_equal(d.rails[0].net.text, "192.168.1.0/24");

@@ -173,14 +173,14 @@ static void test_set_cidr(void **state)
 	np_error err = {0};
 	policy_init(&p);
 	assert_int_equal(policy_set_cidr(&p, "10.1.2.3/8", &err), 0);
-	assert_int_equal(p.cidr_family, AF_INET);
-	assert_int_equal(p.cidr_prefix, 8);
+	assert_int_equal(p.cidr.family, AF_INET);
+	assert_int_equal(p.cidr.len, 8);
 	const unsigned char want4[4] = {10, 0, 0, 0};
-	assert_memory_equal(p.cidr_bytes, want4, 4);
+	assert_memory_equal(p.cidr.bytes, want4, 4);
 	assert_int_equal(policy_set_cidr(&p, "fd00:1:2ff:3::5/44", &err), 0);
-	assert_int_equal(p.cidr_family, AF_INET6);
+	assert_int_equal(p.cidr.family, AF_INET6);
 	const unsigned char want6[16] = {0xfd, 0, 0, 1, 2, 0xf0};
-	assert_memory_equal(p.cidr_bytes, want6, 16);
+	assert_memory_equal(p.cidr.bytes, want6, 16);
 	assert_int_equal(policy_set_cidr(&p, "10.0.0.0/0", &err), 0);
 
 	const char *bad[] = {"10.0.0.0", "10.0.0.0/33", "10.0.0/8", "x/8", "10.0.0.0/",
@@ -190,7 +190,7 @@ static void test_set_cidr(void **state)
 		assert_int_equal(policy_set_cidr(&p, bad[i], &err), -1);
 		assert_int_equal(err.status, NP_EUSAGE);
 		char want[64];
-		snprintf(want, sizeof(want), "invalid --cidr '%s': ", bad[i]);
+		snprintf(want, sizeof(want), "invalid --cidr: '%s': ", bad[i]);
 		assert_non_null(strstr(err.msg, want));
 	}
 }

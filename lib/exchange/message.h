@@ -1,0 +1,136 @@
+/* The messages of the exchange, as annotations on Pod objects: each has a
+ * struct, one writer (compact JSON, keys sorted) and one strict reader
+ * (unknown keys, wrong types, bad values and oversized text are refused,
+ * like agree_report_parse).  A message that cannot be read came from
+ * another pod through the API: NP_EK8S, "bad MESSAGE: reason".
+ *
+ *   nicpick.io/assignment  on each pod, from the gatherer: its part of a round
+ *     {"v":1,"leader":UID,"leader_pod":NAME,"epoch":N,"state":"probe"|"measure"|"failed",
+ *      "status":5,"reason":"..." (failed only),"n":PODS,
+ *      "parts":[{"net":"10.9.0.0/24","if":"eth1","addr":"10.9.0.3","next_pod":NAME,
+ *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}]}
+ *     one part in a probe round, one per tied network in a measure round,
+ *     none when failed
+ *   nicpick.io/probe       on each pod: what its probes of the round found
+ *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"..."}]}
+ *   nicpick.io/round       on the gatherer's pod: the state of the round
+ *     {"v":1,"leader":UID,"epoch":N,"state":"probe"|"measure"|"final"|"failed",
+ *      "status":4,"reason":"..." (failed only)}
+ *   nicpick.io/progress    on the gatherer's pod: what it waits for
+ *     {"v":1,"leader":UID,"leader_pod":NAME,"phase":"gather"|"probe","round":N,
+ *      "expect":M,"created":K,"done":D,"missing":[NAME...],"missing_total":T,
+ *      "probe":"..."}
+ *
+ * The report (nicpick.io/report) is lib/agree's agree_report. */
+#ifndef NP_EXCHANGE_MESSAGE_H
+#define NP_EXCHANGE_MESSAGE_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "agree/agree.h"
+#include "util/err.h"
+
+#define EXCHANGE_MSG_VERSION 1
+#define EXCHANGE_MSG_MAX_BYTES 16384
+#define EXCHANGE_PARTS_MAX 4 /* tied networks measured at once */
+#define EXCHANGE_REASON_MAX 1024
+#define EXCHANGE_DETAIL_MAX 256
+#define EXCHANGE_MISSING_SHOWN 10 /* names in a progress message; the rest is a count */
+
+enum exchange_state {
+	EXCHANGE_PROBE,	  /* probe the ring neighbour on the part */
+	EXCHANGE_MEASURE, /* measure throughput on each tied network */
+	EXCHANGE_FINAL,	  /* round only: the parts of this round stand */
+	EXCHANGE_FAILED,  /* no network: status and reason say why */
+};
+
+const char *exchange_state_name(enum exchange_state s);
+
+/* One pod's part of one network. */
+struct exchange_part {
+	char net[AGREE_NET_TEXT_MAX]; /* "10.9.0.0/24", or "routed" */
+	char ifname[IFNAMSIZ];
+	char addr[AGREE_ADDR_TEXT_MAX];
+	char next_pod[AGREE_NAME_MAX]; /* ring neighbour; "" when alone */
+	char next_addr[AGREE_ADDR_TEXT_MAX];
+	int rank; /* agree_rail_rank */
+	int world;
+	char root[AGREE_ADDR_TEXT_MAX];
+	long min_mbps;
+};
+
+struct exchange_assignment {
+	char leader[AGREE_UID_MAX]; /* the gatherer's pod uid */
+	char leader_pod[AGREE_NAME_MAX];
+	int epoch; /* >= 1 */
+	enum exchange_state state; /* probe, measure or failed */
+	int status;		   /* failed: the exit status (enum np_status) */
+	char reason[EXCHANGE_REASON_MAX];
+	int n_pods;
+	size_t n_parts;
+	struct exchange_part parts[EXCHANGE_PARTS_MAX];
+};
+
+struct exchange_trial {
+	bool ok;
+	double mbps;
+	char detail[EXCHANGE_DETAIL_MAX];
+};
+
+struct exchange_probe {
+	char leader[AGREE_UID_MAX];
+	int epoch;
+	size_t n;
+	struct exchange_trial t[EXCHANGE_PARTS_MAX];
+};
+
+struct exchange_round {
+	char leader[AGREE_UID_MAX];
+	int epoch;
+	enum exchange_state state;
+	int status; /* failed */
+	char reason[EXCHANGE_REASON_MAX];
+};
+
+enum exchange_phase { EXCHANGE_GATHERING, EXCHANGE_PROBING };
+
+struct exchange_progress {
+	char leader[AGREE_UID_MAX];
+	char leader_pod[AGREE_NAME_MAX];
+	enum exchange_phase phase;
+	int round;   /* 0 before the first decision */
+	int expect;  /* pods the job should have */
+	int created; /* of them, pods that exist */
+	int done;    /* reported (gathering) or probed (probing) */
+	int missing_total; /* pods that exist and are not done */
+	size_t n_missing;  /* at most EXCHANGE_MISSING_SHOWN of them, by name */
+	char missing[EXCHANGE_MISSING_SHOWN][AGREE_NAME_MAX];
+	char probe[EXCHANGE_DETAIL_MAX]; /* the probe's status, "" before one */
+};
+
+/* Writers: *json is malloc'd.  Text fields are cut to fit and their
+ * control characters replaced, so that the reader takes what they wrote. */
+int exchange_assignment_to_json(const struct exchange_assignment *a, char **json, np_error *err);
+int exchange_probe_to_json(const struct exchange_probe *p, char **json, np_error *err);
+int exchange_round_to_json(const struct exchange_round *r, char **json, np_error *err);
+int exchange_progress_to_json(const struct exchange_progress *p, char **json, np_error *err);
+
+/* Strict readers (never crash on any input).  NP_EK8S on error. */
+int exchange_assignment_parse(const char *json, size_t len, struct exchange_assignment *out,
+			      np_error *err);
+int exchange_probe_parse(const char *json, size_t len, struct exchange_probe *out, np_error *err);
+int exchange_round_parse(const char *json, size_t len, struct exchange_round *out, np_error *err);
+int exchange_progress_parse(const char *json, size_t len, struct exchange_progress *out,
+			    np_error *err);
+
+/* "3/4 pods reported; missing: job-2, job-3 (+5 more); pods not created
+ * yet: 1 of 4; round 2 ..." for log lines and deadline messages. */
+void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t len);
+
+/* Copy text for a message: cut at a character boundary to fit, control
+ * characters become spaces. */
+void exchange_text_copy(char *dst, size_t size, const char *src);
+
+#endif

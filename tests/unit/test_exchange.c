@@ -1,0 +1,412 @@
+/* The exchange's messages (writer and strict reader), the follower's next
+ * step and the gatherer's bookkeeping, from tables of structs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exchange/exchange_priv.h"
+#include "exchange/gather_priv.h"
+#include "exchange/message.h"
+
+/* ---- messages ---- */
+
+static struct exchange_part part(const char *ifname, const char *addr, const char *next_pod,
+				 const char *next_addr, int rank, int world)
+{
+	struct exchange_part p;
+	memset(&p, 0, sizeof(p));
+	snprintf(p.net, sizeof(p.net), "10.9.0.0/24");
+	snprintf(p.ifname, sizeof(p.ifname), "%s", ifname);
+	snprintf(p.addr, sizeof(p.addr), "%s", addr);
+	snprintf(p.next_pod, sizeof(p.next_pod), "%s", next_pod);
+	snprintf(p.next_addr, sizeof(p.next_addr), "%s", next_addr);
+	p.rank = rank;
+	p.world = world;
+	snprintf(p.root, sizeof(p.root), "10.9.0.1");
+	p.min_mbps = 100000;
+	return p;
+}
+
+static struct exchange_assignment assignment(enum exchange_state st, size_t n_parts)
+{
+	struct exchange_assignment a;
+	memset(&a, 0, sizeof(a));
+	snprintf(a.leader, sizeof(a.leader), "uid-0");
+	snprintf(a.leader_pod, sizeof(a.leader_pod), "job-0");
+	a.epoch = 2;
+	a.state = st;
+	a.n_pods = 4;
+	for (size_t i = 0; i < n_parts; i++)
+		a.parts[a.n_parts++] = part("ens3f0", "10.9.0.3", "job-3", "10.9.0.4", 2, 4);
+	if (st == EXCHANGE_FAILED) {
+		a.status = NP_EK8S;
+		snprintf(a.reason, sizeof(a.reason), "5 pods of the job exist — too many");
+	}
+	return a;
+}
+
+static void test_assignment_round_trips_in_every_state(void **state)
+{
+	static const struct {
+		enum exchange_state st;
+		size_t parts;
+	} cases[] = { { EXCHANGE_PROBE, 1 }, { EXCHANGE_MEASURE, 3 }, { EXCHANGE_FAILED, 0 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct exchange_assignment a = assignment(cases[i].st, cases[i].parts), b;
+		char *s = NULL;
+		np_error err = { 0 };
+		assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+		assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), 0);
+		assert_memory_equal(&a, &b, sizeof(a));
+		free(s);
+	}
+}
+
+static void test_probe_round_and_progress_round_trip(void **state)
+{
+	np_error err = { 0 };
+	char *s = NULL;
+	struct exchange_probe p = { .epoch = 3, .n = 2 }, p2;
+	snprintf(p.leader, sizeof(p.leader), "uid-0");
+	p.t[0] = (struct exchange_trial){ .ok = true, .mbps = 9400.5, .detail = "connected" };
+	p.t[1] = (struct exchange_trial){ .ok = false, .mbps = 0, .detail = "refused\n" };
+	assert_int_equal(exchange_probe_to_json(&p, &s, &err), 0);
+	assert_int_equal(exchange_probe_parse(s, strlen(s), &p2, &err), 0);
+	free(s);
+	assert_true(p2.t[0].ok);
+	assert_true(p2.t[0].mbps == 9400.5);
+	assert_false(p2.t[1].ok);
+	assert_string_equal(p2.t[1].detail, "refused "); /* control characters are not sent */
+
+	struct exchange_round r = { .epoch = 1, .state = EXCHANGE_FINAL }, r2;
+	snprintf(r.leader, sizeof(r.leader), "uid-0");
+	assert_int_equal(exchange_round_to_json(&r, &s, &err), 0);
+	assert_int_equal(exchange_round_parse(s, strlen(s), &r2, &err), 0);
+	free(s);
+	assert_memory_equal(&r, &r2, sizeof(r));
+
+	struct exchange_progress g = { .phase = EXCHANGE_GATHERING, .expect = 8, .created = 7, .done = 5,
+				       .missing_total = 2, .n_missing = 2 },
+				 g2;
+	snprintf(g.leader, sizeof(g.leader), "uid-0");
+	snprintf(g.leader_pod, sizeof(g.leader_pod), "job-0");
+	snprintf(g.missing[0], sizeof(g.missing[0]), "job-3");
+	snprintf(g.missing[1], sizeof(g.missing[1]), "job-6");
+	assert_int_equal(exchange_progress_to_json(&g, &s, &err), 0);
+	assert_int_equal(exchange_progress_parse(s, strlen(s), &g2, &err), 0);
+	free(s);
+	assert_memory_equal(&g, &g2, sizeof(g));
+}
+
+/* Each line is refused by the reader named, with the reason quoted. */
+static void test_readers_refuse_what_no_nicpick_writes(void **state)
+{
+	static const char part_ok[] = "{\"net\":\"10.9.0.0/24\",\"if\":\"eth1\",\"addr\":\"10.9.0.2\","
+				      "\"next_pod\":\"job-2\",\"next_addr\":\"10.9.0.3\",\"rank\":1,"
+				      "\"world\":4,\"root\":\"10.9.0.1\",\"min_mbps\":100000}";
+	char buf[2048];
+	static const struct {
+		const char *head, *tail, *why;
+	} as[] = {
+		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", "]", NULL },
+		{ "\"state\":\"probe\",\"n\":4,\"x\":1,\"parts\":[", "]", "unknown key \"x\"" },
+		{ "\"state\":\"final\",\"n\":4,\"parts\":[", "]", "\"state\" is \"final\"" },
+		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", ",", "not JSON" },
+		{ "\"state\":\"probe\",\"n\":5,\"parts\":[", "]", "a part of 4 pods in a round of 5" },
+		{ "\"state\":\"probe\",\"n\":4,\"status\":5,\"parts\":[", "]", "without a failure" },
+		{ "\"state\":\"failed\",\"n\":4,\"status\":5,\"reason\":\"x\",\"parts\":[", "]",
+		  "\"parts\" is not an array of 0..0" },
+		{ "\"state\":\"failed\",\"n\":4,\"status\":9,\"reason\":\"x\",\"parts\":[", "]", "\"status\"" },
+	};
+	for (size_t i = 0; i < sizeof(as) / sizeof(as[0]); i++) {
+		snprintf(buf, sizeof(buf), "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"job-0\",\"epoch\":1,%s%s%s}",
+			 as[i].head, part_ok, as[i].tail);
+		struct exchange_assignment a;
+		np_error err = { 0 };
+		int r = exchange_assignment_parse(buf, strlen(buf), &a, &err);
+		if (!as[i].why) {
+			assert_int_equal(r, 0);
+			continue;
+		}
+		assert_int_equal(r, -1);
+		assert_int_equal(err.status, NP_EK8S);
+		if (!strstr(err.msg, as[i].why))
+			fail_msg("case %zu: '%s' does not say '%s'", i, err.msg, as[i].why);
+	}
+	static const struct {
+		const char *from, *to, *why;
+	} parts[] = {
+		{ "\"rank\":1", "\"rank\":4", "\"rank\" is 4" },
+		{ "\"10.9.0.2\"", "\"10.9.0.999\"", "\"addr\" is not an address" },
+		{ "\"10.9.0.0/24\"", "\"10.9.0.0/33\"", "\"net\" is not a network" },
+		{ "\"next_addr\":\"10.9.0.3\"", "\"next_addr\":\"\"", "ring neighbour" },
+		{ "\"min_mbps\":100000", "\"min_mbps\":\"fast\"", "\"min_mbps\" is not an integer" },
+	};
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		char p[600];
+		const char *at = strstr(part_ok, parts[i].from);
+		assert_non_null(at);
+		snprintf(p, sizeof(p), "%.*s%s%s", (int)(at - part_ok), part_ok, parts[i].to,
+			 at + strlen(parts[i].from));
+		snprintf(buf, sizeof(buf),
+			 "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"job-0\",\"epoch\":1,\"state\":\"probe\","
+			 "\"n\":4,\"parts\":[%s]}",
+			 p);
+		struct exchange_assignment a;
+		np_error err = { 0 };
+		assert_int_equal(exchange_assignment_parse(buf, strlen(buf), &a, &err), -1);
+		if (!strstr(err.msg, parts[i].why))
+			fail_msg("part case %zu: '%s' does not say '%s'", i, err.msg, parts[i].why);
+	}
+	struct exchange_round r;
+	np_error err = { 0 };
+	const char *newer = "{\"v\":2,\"leader\":\"u\",\"epoch\":1,\"state\":\"final\"}";
+	assert_int_equal(exchange_round_parse(newer, strlen(newer), &r, &err), -1);
+	assert_non_null(strstr(err.msg, "version 2"));
+	char *big = malloc(EXCHANGE_MSG_MAX_BYTES + 2);
+	memset(big, ' ', EXCHANGE_MSG_MAX_BYTES + 1);
+	big[EXCHANGE_MSG_MAX_BYTES + 1] = '\0';
+	struct exchange_progress pg;
+	assert_int_equal(exchange_progress_parse(big, strlen(big), &pg, &err), -1);
+	assert_non_null(strstr(err.msg, "more than"));
+	free(big);
+	const char *names = "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"j\",\"phase\":\"gather\",\"round\":0,"
+			    "\"expect\":2,\"created\":2,\"done\":1,\"missing\":[\"a b\"],\"missing_total\":1,"
+			    "\"probe\":\"\"}";
+	assert_int_equal(exchange_progress_parse(names, strlen(names), &pg, &err), -1);
+	assert_non_null(strstr(err.msg, "not a pod name"));
+	const char *probe = "{\"v\":1,\"leader\":\"u\",\"epoch\":1,\"trials\":[{\"ok\":1,\"mbps\":0,\"detail\":\"\"}]}";
+	struct exchange_probe pr;
+	assert_int_equal(exchange_probe_parse(probe, strlen(probe), &pr, &err), -1);
+	assert_non_null(strstr(err.msg, "\"ok\" is not a boolean"));
+}
+
+static void test_progress_text_names_missing_pods_and_pods_not_created(void **state)
+{
+	struct exchange_progress p = { .phase = EXCHANGE_GATHERING, .expect = 20, .created = 18, .done = 5 };
+	for (int i = 0; i < 13; i++) {
+		if (p.n_missing < EXCHANGE_MISSING_SHOWN)
+			snprintf(p.missing[p.n_missing++], sizeof(p.missing[0]), "job-%d", i + 5);
+		p.missing_total++;
+	}
+	char buf[1024];
+	exchange_progress_text(&p, buf, sizeof(buf));
+	assert_string_equal(buf, "5/20 pods reported; missing: job-5, job-6, job-7, job-8, job-9, job-10, "
+				 "job-11, job-12, job-13, job-14 (+3 more); pods not created yet: 2 of 20");
+	struct exchange_progress q = { .phase = EXCHANGE_PROBING, .round = 2, .expect = 4, .created = 4,
+				       .done = 3, .missing_total = 1, .n_missing = 1,
+				       .probe = "round 2: probing the ring on 10.9.0.0/24" };
+	snprintf(q.missing[0], sizeof(q.missing[0]), "job-1");
+	exchange_progress_text(&q, buf, sizeof(buf));
+	assert_string_equal(buf, "round 2: 3/4 pods probed; missing: job-1; probe: round 2: probing the ring "
+				 "on 10.9.0.0/24");
+	char small[16];
+	exchange_progress_text(&p, small, sizeof(small));
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+}
+
+/* ---- the follower's next step ---- */
+
+enum { NONE = -1 };
+
+static void test_follower_steps_from_a_table(void **state)
+{
+	static const struct {
+		const char *name;
+		int assign;  /* state, or NONE */
+		int round;   /* state on the gatherer's pod, or NONE */
+		int round_epoch;
+		bool probed; /* this pod probed the assignment's epoch */
+		bool stale_round; /* the round was written by another incarnation */
+		enum follow_action want;
+		int status;
+	} cases[] = {
+		{ "nothing yet", NONE, NONE, 0, false, false, FOLLOW_WAIT, 0 },
+		{ "a part: probe it", EXCHANGE_PROBE, NONE, 0, false, false, FOLLOW_PROBE, 0 },
+		{ "a measure part: probe it", EXCHANGE_MEASURE, EXCHANGE_MEASURE, 2, false, false, FOLLOW_PROBE, 0 },
+		{ "probed, round open", EXCHANGE_PROBE, EXCHANGE_PROBE, 2, true, false, FOLLOW_WAIT, 0 },
+		{ "probed, round final", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, true, false, FOLLOW_DONE, 0 },
+		{ "final round of an older epoch", EXCHANGE_PROBE, EXCHANGE_FINAL, 1, true, false, FOLLOW_WAIT, 0 },
+		{ "final round of another gatherer", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, true, true, FOLLOW_WAIT, 0 },
+		{ "restarted after the round ended", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, false, false, FOLLOW_DONE, 0 },
+		{ "restarted in a final measure round", EXCHANGE_MEASURE, EXCHANGE_FINAL, 2, false, false,
+		  FOLLOW_PROBE, 0 },
+		{ "failed part", EXCHANGE_FAILED, NONE, 0, false, false, FOLLOW_FAIL, NP_ENOCOMMON },
+		{ "round failed after the probe", EXCHANGE_PROBE, EXCHANGE_FAILED, 2, true, false, FOLLOW_FAIL,
+		  NP_ENOCOMMON },
+		{ "job refused before any part", NONE, EXCHANGE_FAILED, 1, false, false, FOLLOW_FAIL, NP_EK8S },
+		{ "failed round of another gatherer", NONE, EXCHANGE_FAILED, 1, false, true, FOLLOW_WAIT, 0 },
+		{ "failed round older than the part", EXCHANGE_PROBE, EXCHANGE_FAILED, 1, true, false, FOLLOW_WAIT,
+		  0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct follow_state s;
+		memset(&s, 0, sizeof(s));
+		s.leader_seen = true;
+		snprintf(s.leader_pod, sizeof(s.leader_pod), "job-0");
+		snprintf(s.round_uid, sizeof(s.round_uid), "%s", cases[i].stale_round ? "uid-old" : "uid-0");
+		if (cases[i].assign != NONE) {
+			s.has_assign = true;
+			s.assign = assignment((enum exchange_state)cases[i].assign,
+					      cases[i].assign == EXCHANGE_FAILED ? 0 : 1);
+			if (cases[i].assign == EXCHANGE_FAILED)
+				s.assign.status = NP_ENOCOMMON;
+		}
+		if (cases[i].round != NONE) {
+			s.has_round = true;
+			snprintf(s.round.leader, sizeof(s.round.leader), "uid-0");
+			s.round.epoch = cases[i].round_epoch;
+			s.round.state = (enum exchange_state)cases[i].round;
+			if (s.round.state == EXCHANGE_FAILED) {
+				s.round.status = cases[i].assign == NONE ? NP_EK8S : NP_ENOCOMMON;
+				snprintf(s.round.reason, sizeof(s.round.reason), "why");
+			}
+		}
+		if (cases[i].probed) {
+			s.probed_epoch = s.assign.epoch;
+			snprintf(s.probed_leader, sizeof(s.probed_leader), "%s", s.assign.leader);
+		}
+		np_error err = { 0 };
+		enum follow_action got = follow_next(&s, &err);
+		if (got != cases[i].want)
+			fail_msg("%s: action %d, want %d", cases[i].name, got, cases[i].want);
+		if (cases[i].want == FOLLOW_FAIL && err.status != cases[i].status)
+			fail_msg("%s: status %d, want %d (%s)", cases[i].name, err.status, cases[i].status, err.msg);
+	}
+}
+
+static void test_follower_says_what_it_waits_for(void **state)
+{
+	struct follow_state s;
+	char buf[1024];
+	memset(&s, 0, sizeof(s));
+	follow_waiting_text(&s, "job=x,index=0", buf, sizeof(buf));
+	assert_non_null(strstr(buf, "the gatherer (job=x,index=0), which does not exist: the gatherer pod "
+				    "itself is missing"));
+	s.leader_seen = true;
+	snprintf(s.leader_pod, sizeof(s.leader_pod), "job-0");
+	follow_waiting_text(&s, "job=x,index=0", buf, sizeof(buf));
+	assert_non_null(strstr(buf, "job-0, which has published no progress"));
+	s.has_progress = true;
+	s.progress = (struct exchange_progress){ .phase = EXCHANGE_GATHERING, .expect = 4, .created = 3,
+						 .done = 2, .missing_total = 1, .n_missing = 1 };
+	snprintf(s.progress.missing[0], sizeof(s.progress.missing[0]), "job-2");
+	follow_waiting_text(&s, "job=x,index=0", buf, sizeof(buf));
+	assert_string_equal(buf, "the gatherer job-0: 2/4 pods reported; missing: job-2; pods not created "
+				 "yet: 1 of 4");
+}
+
+/* ---- the gatherer's table ---- */
+
+static struct member *member(struct gather *g, const char *name, bool report)
+{
+	struct member *m = gather_member(g, name, true);
+	assert_non_null(m);
+	snprintf(m->uid, sizeof(m->uid), "uid-%s", name);
+	snprintf(m->key, sizeof(m->key), "%s", name);
+	snprintf(m->created, sizeof(m->created), "2026-01-01T00:00:00Z");
+	m->live = true;
+	m->has_report = report;
+	return m;
+}
+
+static void test_gatherer_waits_for_every_report_and_names_the_missing(void **state)
+{
+	static const struct {
+		int expect;
+		const char *pods;     /* r: reported, -: exists without a report */
+		bool ready;
+		int created, done, missing;
+		int count_error; /* more pods than expected */
+	} cases[] = {
+		{ 4, "rrrr", true, 4, 4, 0, 0 },  { 4, "rr-r", false, 4, 3, 1, 0 },
+		{ 4, "rr", false, 2, 2, 0, 0 },	  { 4, "rrrrr", false, 5, 5, 0, 1 },
+		{ 1, "r", true, 1, 1, 0, 0 },	  { 12, "------------", false, 12, 0, 12, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gather g;
+		memset(&g, 0, sizeof(g));
+		g.expect = cases[i].expect;
+		for (size_t k = 0; cases[i].pods[k]; k++) {
+			char name[16];
+			snprintf(name, sizeof(name), "job-%zu", k);
+			member(&g, name, cases[i].pods[k] == 'r');
+		}
+		assert_int_equal(gather_ready(&g, "job-0"), cases[i].ready);
+		struct exchange_progress p;
+		gather_progress(&g, "uid-job-0", "job-0", &p);
+		assert_int_equal(p.created, cases[i].created);
+		assert_int_equal(p.done, cases[i].done);
+		assert_int_equal(p.missing_total, cases[i].missing);
+		assert_true(p.n_missing <= EXCHANGE_MISSING_SHOWN);
+		np_error err = { 0 };
+		assert_int_equal(gather_check_count(&g, &err), cases[i].count_error ? -1 : 0);
+		if (cases[i].count_error) {
+			assert_int_equal(err.status, NP_EK8S);
+			assert_non_null(strstr(err.msg, "5 pods of the job exist"));
+			assert_non_null(strstr(err.msg, "NICPICK_EXPECT"));
+		}
+		gather_free_members(&g);
+	}
+}
+
+static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	g.expect = 2;
+	member(&g, "job-0", true);
+	struct member *old = member(&g, "job-1-old", true);
+	struct member *now = member(&g, "job-1", true);
+	snprintf(old->key, sizeof(old->key), "job-1"); /* an earlier attempt of index 1 */
+	snprintf(now->key, sizeof(now->key), "job-1");
+	snprintf(now->created, sizeof(now->created), "2026-01-01T00:05:00Z");
+	np_error err = { 0 };
+	assert_int_equal(gather_check_count(&g, &err), 0);
+	assert_true(gather_ready(&g, "job-0"));
+	assert_false(old->selected);
+
+	g.phase = PH_PROBE;
+	g.epoch = 3;
+	for (size_t i = 0; i < g.n; i++)
+		g.m[i].assigned_epoch = 3;
+	gather_member(&g, "job-0", false)->has_probe = true;
+	gather_member(&g, "job-0", false)->probe.epoch = 3;
+	now->has_probe = true;
+	now->probe.epoch = 2; /* an earlier round's result */
+	assert_false(gather_ready(&g, "job-0"));
+	struct exchange_progress p;
+	gather_progress(&g, "uid-job-0", "job-0", &p);
+	assert_int_equal(p.phase, EXCHANGE_PROBING);
+	assert_int_equal(p.missing_total, 1);
+	assert_string_equal(p.missing[0], "job-1");
+	now->probe.epoch = 3;
+	assert_true(gather_ready(&g, "job-0"));
+	/* A pod restarted and lost its part: hand it out again. */
+	now->assigned_epoch = 0;
+	g.need_assign = false;
+	assert_true(gather_ready(&g, "job-0"));
+	assert_true(g.need_assign);
+	gather_free_members(&g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_assignment_round_trips_in_every_state),
+		cmocka_unit_test(test_probe_round_and_progress_round_trip),
+		cmocka_unit_test(test_readers_refuse_what_no_nicpick_writes),
+		cmocka_unit_test(test_progress_text_names_missing_pods_and_pods_not_created),
+		cmocka_unit_test(test_follower_steps_from_a_table),
+		cmocka_unit_test(test_follower_says_what_it_waits_for),
+		cmocka_unit_test(test_gatherer_waits_for_every_report_and_names_the_missing),
+		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
