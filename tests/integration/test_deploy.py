@@ -1,74 +1,112 @@
-"""The shipped manifests: the PyTorchJob validates against Kubeflow's CRD
-schema (strictly, as `kubectl apply --validate=strict` would), the Role
-grants exactly what nicpick uses, and every manifest runs nicpick with
-arguments its own parser accepts."""
+"""The shipped manifests (deploy/): each validates against real schemas
+(Kubernetes' own through kubernetes-models, Kubeflow's CRDs), follows the
+least-privilege and Pod Security rules the README promises, is wired the way
+its comments say (headless Service, torchrun on index 0, the pod count, the
+smoke pattern), and runs nicpick with arguments nicpick's own parser
+accepts."""
 import copy
+import glob
+import ipaddress
+import json
 import os
-import subprocess
+import re
 
-import jsonschema
 import pytest
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "schemas")
+import k8sschema
+
+ROOT = k8sschema.ROOT
+DEPLOY = os.path.join(ROOT, "deploy")
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+EXAMPLES = ["job.yaml", "pytorchjob.yaml", "jobset.yaml", "trainjob.yaml",
+            "hostnetwork.yaml", "multus.yaml"]
 
 
 def load_all(name):
-    with open(os.path.join(ROOT, "deploy", name)) as f:
+    with open(os.path.join(DEPLOY, name)) as f:
         return [d for d in yaml.safe_load_all(f) if d]
 
 
-def strict(schema):
-    """Close every object schema that lists its properties: unknown fields
-    are errors, as with strict server-side field validation."""
-    s = copy.deepcopy(schema)
-
-    def walk(node):
-        if isinstance(node, dict):
-            if (node.get("type") == "object" and "properties" in node
-                    and "additionalProperties" not in node
-                    and not node.get("x-kubernetes-preserve-unknown-fields")):
-                node["additionalProperties"] = False
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-    walk(s)
-    return s
+def by_kind(name):
+    return {d["kind"]: d for d in load_all(name)}
 
 
-def crd_schema(path, version):
-    with open(path) as f:
-        crd = yaml.safe_load(f)
-    for v in crd["spec"]["versions"]:
-        if v["name"] == version:
-            return strict(v["schema"]["openAPIV3Schema"])
-    raise AssertionError(f"{path} has no version {version}")
+def pods(name):
+    """(where, pod spec, pod count) for every pod template of an example."""
+    out = []
+    for d in load_all(name):
+        for path, tpl in k8sschema.pod_templates(d):
+            out.append((f"{name}:{path}", tpl["spec"], d))
+    return out
 
 
-def pytorchjob_schema():
-    path = os.path.join(SHARED, "kubeflow.org_pytorchjobs.v1.9.0.yaml")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is missing: ../shared must lie beside the repository")
-    return crd_schema(path, "v1")
+ALL_PODS = [p for n in EXAMPLES for p in pods(n)]
+IDS = [w for w, _, _ in ALL_PODS]
 
 
-def test_pytorchjob_example_validates_against_the_kubeflow_crd():
-    (job,) = load_all("pytorchjob.yaml")
-    jsonschema.validate(job, pytorchjob_schema())
+def selector(pod):
+    """The init container that runs `nicpick select`."""
+    (c,) = [c for c in pod["initContainers"] if "select" in (c.get("command", []) + c.get("args", []))]
+    return c
 
 
-def test_strict_validation_catches_a_misspelt_field():
-    (job,) = load_all("pytorchjob.yaml")
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replica"] = 3
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(job, pytorchjob_schema())
+def training(pod):
+    return pod["containers"][0]
 
+
+# -- schemas ---------------------------------------------------------------
+
+def test_deploy_holds_every_example():
+    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(DEPLOY, "*.yaml"))) == \
+        sorted(EXAMPLES + ["rbac.yaml"])
+
+
+@pytest.mark.parametrize("name", EXAMPLES + ["rbac.yaml"])
+def test_manifest_validates_against_the_kubernetes_and_crd_schemas(name):
+    docs = load_all(name)
+    errors = k8sschema.validate_all(docs)
+    assert errors == [[] for _ in docs], errors
+
+
+BREAKAGES = [
+    ("job.yaml", "Job", lambda d: d["spec"].__setitem__("completions", "four"), "completions"),
+    ("job.yaml", "Job", lambda d: d["spec"]["template"]["spec"]["containers"][0]
+     .__setitem__("imagePullPolicy", "Sometimes"), "imagePullPolicy"),
+    ("job.yaml", "Service", lambda d: d["spec"]["ports"][0].__setitem__("port", "torchrun"), "port"),
+    ("job.yaml", "Job", lambda d: d["spec"]["template"]["spec"]["initContainers"][0]
+     .__setitem__("volumeMount", []), "volumeMount"),
+    ("pytorchjob.yaml", "PyTorchJob", lambda d: d["spec"]["pytorchReplicaSpecs"]["Worker"]
+     .__setitem__("replica", 3), "replica"),
+    ("jobset.yaml", "JobSet", lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"]
+     .__setitem__("parallelism", -1) or d["spec"]["replicatedJobs"][0]["template"]["spec"]
+     .__setitem__("completionMode", "Indexd"), "completionMode"),
+    ("trainjob.yaml", "TrainJob", lambda d: d["spec"].__delitem__("runtimeRef"), "runtimeRef"),
+    ("trainjob.yaml", "ClusterTrainingRuntime", lambda d: d["spec"]["template"]["spec"]
+     ["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+     .__delitem__("name"), "name"),
+    ("multus.yaml", "NetworkAttachmentDefinition", lambda d: d["spec"].__setitem__("config", "{"),
+     "config"),
+    ("rbac.yaml", "Role", lambda d: d["rules"][0].__setitem__("verbs", "get"), "verbs"),
+]
+
+
+@pytest.mark.parametrize("name,kind,breakit,field", BREAKAGES,
+                         ids=[f"{n}:{k}:{f}" for n, k, _, f in BREAKAGES])
+def test_validation_fails_on_a_broken_manifest(name, kind, breakit, field):
+    docs = load_all(name)
+    (i,) = [i for i, d in enumerate(docs) if d["kind"] == kind]
+    docs[i] = copy.deepcopy(docs[i])
+    breakit(docs[i])
+    errors = k8sschema.validate_all(docs)
+    assert errors[i], f"{name} {kind} with a broken {field} validated"
+    assert any(field in e for e in errors[i]), errors[i]
+
+
+# -- RBAC and least privilege ------------------------------------------------
 
 def test_role_grants_exactly_what_nicpick_uses():
-    docs = {d["kind"]: d for d in load_all("rbac.yaml")}
+    docs = by_kind("rbac.yaml")
     rules = {(r["apiGroups"][0], res): sorted(r["verbs"])
              for r in docs["Role"]["rules"] for res in r["resources"]}
     assert rules == {
@@ -78,37 +116,182 @@ def test_role_grants_exactly_what_nicpick_uses():
     }
     assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
     assert docs["RoleBinding"]["subjects"][0]["name"] == docs["ServiceAccount"]["metadata"]["name"]
+    assert docs["ServiceAccount"]["automountServiceAccountToken"] is False
     assert "ClusterRole" not in docs
 
 
-def init_containers():
-    (job,) = load_all("job.yaml")
-    yield "job.yaml", job["spec"]["template"]["spec"]
-    (pj,) = load_all("pytorchjob.yaml")
-    for rtype, spec in pj["spec"]["pytorchReplicaSpecs"].items():
-        yield f"pytorchjob.yaml/{rtype}", spec["template"]["spec"]
+
+@pytest.mark.parametrize("where,pod,owner", ALL_PODS, ids=IDS)
+def test_only_nicpick_gets_the_api_token(where, pod, owner):
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "nicpick"
+    sa_dir, files = k8sschema.config_c_reads()
+    assert files == {"token", "ca.crt", "namespace"}
+    (vol,) = [v for v in pod["volumes"] if "projected" in v]
+    paths = {}
+    for s in vol["projected"]["sources"]:
+        if "serviceAccountToken" in s:
+            paths[s["serviceAccountToken"]["path"]] = "token"
+        for item in (s.get("configMap") or {}).get("items", []):
+            paths[item["path"]] = f"configMap {s['configMap']['name']}/{item['key']}"
+        for item in (s.get("downwardAPI") or {}).get("items", []):
+            paths[item["path"]] = item["fieldRef"]["fieldPath"]
+    assert paths == {"token": "token", "ca.crt": "configMap kube-root-ca.crt/ca.crt",
+                     "namespace": "metadata.namespace"}
+    mounting = [c["name"] for c in pod["initContainers"] + pod["containers"]
+                for m in c.get("volumeMounts", []) if m["name"] == vol["name"]]
+    assert mounting == [selector(pod)["name"]]
+    (m,) = [m for m in selector(pod)["volumeMounts"] if m["name"] == vol["name"]]
+    assert (m["mountPath"].rstrip("/"), m.get("readOnly")) == (sa_dir, True)
 
 
-def test_indexed_job_lets_nicpick_find_the_gatherer():
-    (job,) = load_all("job.yaml")
-    assert job["spec"]["completionMode"] == "Indexed"
-    env = {e["name"]: e.get("value") for e in
-           job["spec"]["template"]["spec"]["initContainers"][0]["env"]}
-    assert env["NICPICK_EXPECT"] == str(job["spec"]["completions"])
+@pytest.mark.parametrize("where,pod,owner", ALL_PODS, ids=IDS)
+def test_pods_meet_pod_security_restricted_except_host_network(where, pod, owner):
+    violations = k8sschema.restricted_violations(pod)
+    if where.startswith("hostnetwork.yaml"):
+        assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+        # hostNetwork (and the host port it implies) and nothing else.
+        assert violations and all(v == "hostNetwork" or "hostPort" in v for v in violations), violations
+    else:
+        assert violations == []
+    for c in pod["initContainers"] + pod["containers"]:
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True, c["name"]
+        assert c["resources"]["requests"] and c["resources"]["limits"], c["name"]
 
 
-@pytest.mark.parametrize("where,pod", list(init_containers()))
-def test_manifests_run_nicpick_with_arguments_it_accepts(where, pod, nicpick_bin, node, tmp_path):
-    (init,) = [c for c in pod["initContainers"] if c["name"] == "nicpick"]
-    env_names = {e["name"] for e in init["env"]}
-    assert {"POD_NAME", "POD_NAMESPACE", "NICPICK_EXPECT"} <= env_names
-    out = init["args"][init["args"].index("--out-dir") + 1]
-    main = pod["containers"][0]
-    assert any(m["mountPath"] == out for m in main["volumeMounts"])
-    assert {"name": "NCCL_CONF_FILE", "value": f"{out}/nccl.conf"} in main["env"]
+def test_host_network_example_names_the_pod_security_level_it_needs():
+    docs = by_kind("hostnetwork.yaml")
+    ns = docs["Namespace"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert docs["Job"]["metadata"]["namespace"] == ns["metadata"]["name"]
+    # A pod with one failing check fails the level, so a "restricted" test
+    # of the same pod without hostNetwork passes: hostNetwork is the only reason.
+    pod = copy.deepcopy(docs["Job"]["spec"]["template"]["spec"])
+    pod.pop("hostNetwork")
+    assert k8sschema.restricted_violations(pod) == []
+
+
+# -- wiring ------------------------------------------------------------------
+
+def pod_count(owner):
+    k = owner["kind"]
+    if k == "Job":
+        return owner["spec"]["completions"]
+    if k == "PyTorchJob":
+        return sum(s["replicas"] for s in owner["spec"]["pytorchReplicaSpecs"].values())
+    rjobs = (owner["spec"]["replicatedJobs"] if k == "JobSet"
+             else owner["spec"]["template"]["spec"]["replicatedJobs"])
+    return sum(r.get("replicas", 1) * r["template"]["spec"].get("completions", 1) for r in rjobs)
+
+
+@pytest.mark.parametrize("where,pod,owner", ALL_PODS, ids=IDS)
+def test_nicpick_knows_its_pod_and_the_job_size(where, pod, owner):
+    env = {e["name"]: e for e in selector(pod)["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    if owner["kind"] == "ClusterTrainingRuntime":
+        # TrainJob.spec.trainer.numNodes wins over the runtime's and becomes
+        # the Job's completions, which nicpick reads itself (batch/jobs get).
+        assert "NICPICK_EXPECT" not in env
+        assert ("batch", "jobs") in {(r["apiGroups"][0], r["resources"][0])
+                                     for r in by_kind("rbac.yaml")["Role"]["rules"]}
+    else:
+        assert env["NICPICK_EXPECT"]["value"] == str(pod_count(owner))
+
+
+@pytest.mark.parametrize("where,pod,owner", ALL_PODS, ids=IDS)
+def test_training_container_reads_the_result_and_gets_the_gpus(where, pod, owner):
+    args = selector(pod)["args"]
+    out = args[args.index("--out-dir") + 1]
+    assert {"name": "nicpick", "emptyDir": {}} in pod["volumes"]
+    train = training(pod)
+    assert {"name": "nicpick", "mountPath": out, "readOnly": True} in train["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in train["env"]}
+    sources_env = f". {out}/nccl.env" in " ".join(train["command"])
+    assert env.get("NCCL_CONF_FILE") == f"{out}/nccl.conf" or sources_env
+    assert int(train["resources"]["limits"]["nvidia.com/gpu"]) >= 1
+
+
+def test_indexed_job_torchrun_and_headless_service_meet_at_index_0():
+    for name in ("job.yaml", "hostnetwork.yaml", "multus.yaml"):
+        docs = by_kind(name)
+        job, svc = docs["Job"], docs["Service"]
+        pod = job["spec"]["template"]["spec"]
+        assert job["spec"]["completionMode"] == "Indexed"
+        assert svc["spec"]["clusterIP"] == "None" and pod["subdomain"] == svc["metadata"]["name"]
+        assert svc["spec"]["selector"] == {"batch.kubernetes.io/job-name": job["metadata"]["name"]}
+        cmd = training(pod)["command"][-1]
+        master = f"--master-addr={job['metadata']['name']}-0.{svc['metadata']['name']}"
+        assert master in cmd and "--node-rank=$$JOB_COMPLETION_INDEX" in cmd, name
+        port = re.search(r"--master-port=(\d+)", cmd).group(1)
+        assert int(port) == svc["spec"]["ports"][0]["port"]
+
+
+def test_jobset_torchrun_master_is_global_index_0():
+    js = by_kind("jobset.yaml")["JobSet"]
+    rj = js["spec"]["replicatedJobs"][0]
+    assert js["spec"]["network"]["enableDNSHostnames"] is True
+    cmd = training(rj["template"]["spec"]["template"]["spec"])["command"][-1]
+    assert f"--master-addr={js['metadata']['name']}-{rj['name']}-0-0.{js['metadata']['name']}" in cmd
+
+
+def test_pytorchjob_runs_the_smoke_step_in_the_training_image():
+    pod = by_kind("pytorchjob.yaml")["PyTorchJob"]["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    install, run = pod["initContainers"]
+    assert install["args"] == ["install", "/nicpick"]
+    assert install["image"].startswith("nicpick:")
+    assert run["image"] == training(pod)["image"]
+    assert run["command"] == ["/nicpick/nicpick"]
+    assert run["args"][run["args"].index("--smoke") + 1] == "auto"
+    assert run["resources"]["limits"]["nvidia.com/gpu"] == training(pod)["resources"]["limits"]["nvidia.com/gpu"]
+    # Its command unchanged: NCCL reads the conf file.
+    assert training(pod)["command"] == ["torchrun", "train.py"]
+
+
+def test_trainjob_takes_nicpick_from_its_runtime():
+    docs = by_kind("trainjob.yaml")
+    tj, rt = docs["TrainJob"], docs["ClusterTrainingRuntime"]
+    assert tj["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org",
+                                        "kind": "ClusterTrainingRuntime",
+                                        "name": rt["metadata"]["name"]}
+    assert not set(tj["spec"]) & {"podSpecOverrides", "podTemplateOverrides", "runtimePatches"}
+    (rj,) = rt["spec"]["template"]["spec"]["replicatedJobs"]
+    # v2.0 finds the trainer by the names "node"; later versions by the label.
+    assert rj["name"] == "node"
+    assert rj["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
+    assert training(rj["template"]["spec"]["template"]["spec"])["name"] == "node"
+    # A TrainJob cannot give an init container an image: the CRD has no such field.
+    crd = k8sschema.crd_schema(k8sschema.TRAINJOB_CRD, "v1alpha1")["properties"]["spec"]["properties"]
+    init = crd["podSpecOverrides"]["items"]["properties"]["initContainers"]["items"]["properties"]
+    assert "image" not in init
+
+
+def test_multus_example_attaches_the_fast_network():
+    docs = by_kind("multus.yaml")
+    nad, job = docs["NetworkAttachmentDefinition"], docs["Job"]
+    ann = job["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"]
+    assert ann == nad["metadata"]["name"]
+    conf = json.loads(nad["spec"]["config"])
+    args = selector(job["spec"]["template"]["spec"])["args"]
+    assert args[args.index("--cidr") + 1] == conf["ipam"]["range"]
+
+
+# -- nicpick accepts the arguments -------------------------------------------
+
+
+
+@pytest.mark.parametrize("where,pod,owner", ALL_PODS, ids=IDS)
+def test_manifests_run_nicpick_with_arguments_it_accepts(where, pod, owner, nicpick_bin, node, tmp_path):
+    init = selector(pod)
+    args = init["args"]
+    assert args[0] == "select" and args[args.index("--peers") + 1] == "k8s"
+    out = args[args.index("--out-dir") + 1]
+    args = [a if a != out else str(tmp_path) for a in k8sschema.accepted_args(nicpick_bin, args)]
+    if "--cidr" in args:  # the node has an address on the attached network (net1)
+        net = ipaddress.ip_network(args[args.index("--cidr") + 1])
+        node.addr("eth1", f"{next(net.hosts())}/{net.prefixlen}")
     # Same arguments, pointed at nothing: the parser must accept them and
     # fail later, on the missing API server (exit 5), not on usage (2).
-    args = [a if a != out else str(tmp_path) for a in init["args"]]
     r = node.exec([nicpick_bin] + args + [
         "--api-server", "https://127.0.0.1:9", "--ca-file", "/dev/null",
         "--token-file", "/dev/null", "--namespace", "ns", "--pod-name", "p",
