@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 import k8sschema
+import netns as netns_mod
 
 ROOT = k8sschema.ROOT
 DEPLOY = os.path.join(ROOT, "deploy")
@@ -298,3 +299,36 @@ def test_manifests_run_nicpick_with_arguments_it_accepts(where, pod, owner, nicp
         "--timeout", "2", "--expect", "4"], timeout=30)
     assert r.returncode == 5, r.stderr
     assert os.listdir(tmp_path) == []
+
+
+def policy_args(args):
+    """The policy flags of a `select` command line (what works with --peers none)."""
+    out = []
+    for name in ("--include", "--exclude", "--cidr", "--family", "--min-speed"):
+        if name in args:
+            out += [name, args[args.index(name) + 1]]
+    return out
+
+
+def test_multus_pod_gets_net1_over_eth0(nicpick, netns, tmp_path):
+    """A pod as Multus makes it: eth0 a veth on the pod network, net1 a
+    macvlan on the node's fast NIC.  With the example's flags and without
+    them, nicpick writes net1."""
+    node, pod, cni = netns.new("node"), netns.new("pod"), netns.new("cni")
+    netns_mod.veth(pod, "eth0", cni, "veth0", cidr_a="10.244.1.5/24", cidr_b="10.244.1.1/24")
+    netns_mod.veth(node, "ens1f0np0", cni, "fast0")
+    node.add_macvlan("net1", "ens1f0np0", up=False)
+    node.move("net1", pod)
+    pod.addr("net1", "10.10.0.5/16")
+    pod.up("net1")
+    pod.wait_carrier("net1")
+    job = by_kind("multus.yaml")["Job"]
+    flags = policy_args(selector(job["spec"]["template"]["spec"])["args"])
+    assert flags == ["--cidr", "10.10.0.0/16"]
+    for i, extra in enumerate((flags, [])):
+        out = tmp_path / f"out{i}"
+        out.mkdir()
+        r = nicpick.select(out, *extra, ns=pod)
+        assert r.returncode == 0, r.stderr
+        env = (out / "nccl.env").read_text()
+        assert "export NCCL_SOCKET_IFNAME='=net1'" in env, env
