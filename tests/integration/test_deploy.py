@@ -257,7 +257,7 @@ def test_trainjob_takes_nicpick_from_its_runtime():
                                         "name": rt["metadata"]["name"]}
     assert not set(tj["spec"]) & {"podSpecOverrides", "podTemplateOverrides", "runtimePatches"}
     (rj,) = rt["spec"]["template"]["spec"]["replicatedJobs"]
-    # v2.0 finds the trainer by the names "node"; later versions by the label.
+    # The torch plugin finds the Job by the label, the container by the name "node".
     assert rj["name"] == "node"
     assert rj["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] == "trainer"
     assert training(rj["template"]["spec"]["template"]["spec"])["name"] == "node"
