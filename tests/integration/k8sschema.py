@@ -272,21 +272,3 @@ def config_c_reads():
         hdr = f.read()
     sa_dir = re.search(r'#define\s+K8S_SA_DIR\s+"([^"]+)"', hdr + src).group(1)
     return sa_dir.rstrip("/"), set(re.findall(r'sa_path\([^,]+, sa_dir, "([^"]+)"', src))
-
-
-# Flags of the smoke step: a build without it does not know them yet.
-SMOKE_FLAGS = ("--smoke-port", "--min-busbw", "--smoke-bytes")
-
-
-def accepted_args(nicpick_bin, args):
-    """args, less smoke flags this build's --help does not list (and says so)."""
-    help_text = subprocess.run([nicpick_bin, "--help"], capture_output=True, text=True).stdout
-    out, dropped, it = [], [], iter(args)
-    for a in it:
-        if a in SMOKE_FLAGS and a not in help_text:
-            dropped.append(f"{a} {next(it)}")
-            continue
-        out.append(a)
-    if dropped:
-        print(f"this build lacks the smoke step; not passed: {dropped}")
-    return out
