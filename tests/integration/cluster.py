@@ -24,7 +24,7 @@ Decoys on every node: a "cni0" bridge 10.244.0.1/24 (the same address on every
 node) with a veth port, a "docker0" bridge 172.17.0.1/16 (same everywhere, no
 port), and a link-local helper "ll0" 169.254.<i>.1/16.
 
-The test API server (tests/apiserver/kubeapi.py) runs in this process, but its
+The test API server (tools/kubeapi) runs in this process, but its
 listening socket is created inside the api namespace (a helper thread enters
 it with setns(2) before binding), so it is reachable only over the
 management network at 192.168.100.1, while the tests still reach its admin
@@ -43,7 +43,6 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "tests" / "apiserver"))
 
 import netns as netns_mod  # noqa: E402
 
@@ -251,7 +250,7 @@ class Cluster:
 
     # -- API server -----------------------------------------------------------
     def start_api(self):
-        from kubeapi import Server
+        from tools.kubeapi import Server
         tokens = {}
         for i, node in enumerate(self.nodes):
             tokens[f"tok-{JOB}-{i}"] = f"system:serviceaccount:{NAMESPACE}:nicpick"
