@@ -32,6 +32,8 @@ class AdminMixin:
             ns = md.get("namespace", self.namespace) if r.namespaced else ""
             if r.namespaced:
                 md["namespace"] = ns
+            else:
+                md.pop("namespace", None)   # Real: ignored on cluster-scoped objects
             with self.store.lock:
                 if md.get("name") and self.store.get(r, ns, md["name"]) is not None:
                     old = self.store.get(r, ns, md["name"])
@@ -110,7 +112,7 @@ class AdminMixin:
             if payload.get("history"):
                 with self.store.lock:
                     self.store.capacity = int(payload["history"])
-            self.store.compact()
+            self.store.compact(payload.get("resourceVersion"))
             return {"resourceVersion": str(self.store.rv), "floor": str(self.store.floor)}
         if op == "state":
             with self.store.wlock:
@@ -125,8 +127,13 @@ class AdminMixin:
                     self.bookmark_interval = float(payload["bookmark_interval"])
                 if "watch_timeout" in payload:
                     self.watch_timeout = float(payload["watch_timeout"])
+                if "compact_interval" in payload:
+                    self.compact_interval = float(payload["compact_interval"] or 0)
+                if "authorization" in payload:
+                    self.authorization = self.check_mode(payload["authorization"])
             return {"bookmark_interval": self.bookmark_interval,
-                    "watch_timeout": self.watch_timeout}
+                    "watch_timeout": self.watch_timeout, "authorization": self.authorization,
+                    "compact_interval": self.compact_interval}
         raise ApiError(404, f"unknown admin endpoint {op!r}")
 
     def handle_admin(self, h, path, q, body):

@@ -46,6 +46,11 @@ def main(argv=None):
                     help="a fault as JSON (see README); repeatable")
     ap.add_argument("--rbac", type=_json_arg, help='RBAC rules: JSON {"deny": [...], '
                     '"allow": [...]} or @file')
+    ap.add_argument("--compact-interval", type=float, default=0.0,
+                    help="compact the watch history every S seconds, keeping the last "
+                    "interval, as kube-apiserver compacts etcd (default 0: never)")
+    ap.add_argument("--authorization-mode", choices=["RBAC"], help="RBAC: enforce the "
+                    "stored Roles, ClusterRoles and bindings (seed them with --seed)")
     ap.add_argument("--seed", type=lambda p: _json_arg("@" + p), dest="seed_file", metavar="FILE",
                     help="JSON file of objects to create at start (see README)")
     ap.add_argument("--seed-json", type=_json_arg, help=argparse.SUPPRESS)
@@ -63,7 +68,9 @@ def main(argv=None):
     try:
         api = ApiServer(a.state_dir, a.listen, a.port, a.san, a.token, a.user, a.tokens,
                         a.admin_token, a.history, a.bookmark_interval, a.watch_timeout,
-                        a.fault, a.rbac, seed, a.verbose, namespace=a.namespace).start()
+                        a.fault, a.rbac, seed, a.verbose, namespace=a.namespace,
+                        authorization=a.authorization_mode,
+                        compact_interval=a.compact_interval).start()
     except (ApiError, RuntimeError, OSError) as e:
         print(f"kubeapi: {e}", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ import urllib.request
 
 from .core import ApiServer
 from .errors import ApiError
+from .rbac import load_manifests
 from .tls import kubeconfig_text
 from .util import dumps
 
@@ -51,7 +52,9 @@ class Server:
                 "--lifeline-stdin", "--max-lifetime", str(self.max_lifetime)]
         for k, flag in (("token", "--token"), ("user", "--user"), ("admin_token", "--admin-token"),
                         ("history", "--history"), ("bookmark_interval", "--bookmark-interval"),
-                        ("watch_timeout", "--watch-timeout"), ("namespace", "--namespace")):
+                        ("watch_timeout", "--watch-timeout"), ("namespace", "--namespace"),
+                        ("authorization", "--authorization-mode"),
+                        ("compact_interval", "--compact-interval")):
             if kw.get(k) is not None:
                 args += [flag, str(kw[k])]
         for s in kw.get("sans") or ():
@@ -146,6 +149,16 @@ class Server:
     def seed(self, spec):
         return self.admin("seed", spec)["items"]
 
+    def apply_manifests(self, path, namespace=None):
+        """Store the objects of a YAML file (e.g. deploy/rbac.yaml) as `kubectl apply -n
+        NAMESPACE -f PATH` would; namespaced objects without a namespace go to namespace
+        (default: the server's). Needs PyYAML."""
+        objs = load_manifests(path)
+        if namespace:
+            for o in objs:
+                o.setdefault("metadata", {}).setdefault("namespace", namespace)
+        return self.seed({"objects": objs})
+
     def patch_object(self, namespace, name, patch, resource="pods", group=""):
         return self.admin("objects", {"op": "patch", "resource": resource, "group": group,
                                       "namespace": namespace, "name": name, "patch": patch})
@@ -190,8 +203,12 @@ class Server:
         return self.admin("requests", clear="1")["requests"] if clear else \
             self.admin("requests")["requests"]
 
-    def compact(self, history=None):
-        return self.admin("compact", {"history": history} if history else {})
+    def compact(self, history=None, resource_version=None):
+        """Drop the watch history (up to resource_version, default all of it)."""
+        p = {"history": history} if history else {}
+        if resource_version is not None:
+            p["resourceVersion"] = str(resource_version)
+        return self.admin("compact", p)
 
     def state(self):
         return self.admin("state")

@@ -20,11 +20,11 @@ from .faults import FaultSet
 from .httpd import Handler, HTTPServer, Dropped
 from .patches import PATCH_TYPES
 from .rbac import RbacMixin
-from .resources import BY_PATH, RESOURCES, SERVER_VERSION
+from .resources import BY_PATH, GROUP_VERSIONS, RESOURCES, SERVER_VERSION
 from .store import Store
 from .tables import TABLES, partial_meta, to_table
 from .tls import ensure_certs, kubeconfig_text
-from .util import parse_bool
+from .util import now_rfc3339, parse_bool
 from .watch import WatchMixin
 
 
@@ -32,7 +32,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def __init__(self, state_dir, listen="127.0.0.1", port=0, sans=(), token=None,
                  user="system:serviceaccount:default:default", tokens=None, admin_token=None,
                  history=5000, bookmark_interval=1.0, watch_timeout=1800.0, faults=None,
-                 rbac=None, seed=None, verbose=False, log_size=10000, namespace="default"):
+                 rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
+                 authorization=None, compact_interval=0.0):
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
         self.listen, self.req_port, self.sans = listen, port, list(sans)
@@ -47,6 +48,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.faults = FaultSet()
         self.faults.set(faults or [])
         self.rbac = {"deny": [], "allow": None}
+        self.authorization = self.check_mode(authorization)
+        self.compact_interval = float(compact_interval or 0)
         if rbac:
             self.set_rbac(rbac)
         self.counters_lock = threading.Lock()
@@ -80,6 +83,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                        name="kubeapi", daemon=True)
         self.thread.start()
+        threading.Thread(target=self.compactor, name="kubeapi-compactor", daemon=True).start()
         ready = {"port": self.port, "url": self.url, "pid": os.getpid(),
                  "env": {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(self.port)},
                  "kubeconfig": self.kubeconfig_path, "ca": self.ca_path,
@@ -105,6 +109,34 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             os.unlink(self.path("ready"))
         except OSError:
             pass
+
+    def compactor(self):
+        """Real: kube-apiserver compacts etcd every --etcd-compaction-interval (5 min)
+        to the revision it saw one interval before, so one interval of history stays."""
+        seen, last = self.store.rv, time.monotonic()
+        while not self.stopping:
+            time.sleep(0.05)
+            every = self.compact_interval
+            if every <= 0:
+                seen, last = self.store.rv, time.monotonic()
+                continue
+            if time.monotonic() - last >= every:
+                self.store.compact(seen)
+                seen, last = self.store.rv, time.monotonic()
+
+    def compact_now(self):
+        """The "compact" fault: other clients write (in a cluster they always do), then
+        the history is compacted, so a client's resourceVersion from before the
+        request is gone when the request is served."""
+        now = now_rfc3339()
+        self.create(BY_PATH[("", "events")], "kube-system", {
+            "metadata": {"name": f"kubeapi.compaction.{self.store.rv + 1}"},
+            "involvedObject": {"kind": "Namespace", "name": "kube-system",
+                               "apiVersion": "v1"},
+            "reason": "Compacted", "message": "watch history compacted", "type": "Normal",
+            "source": {"component": "kubeapi"}, "firstTimestamp": now, "lastTimestamp": now,
+            "count": 1}, raw=True)
+        self.store.compact()
 
     def track(self, conn, add):
         with self.conns_lock:
@@ -183,10 +215,11 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             group, rest = "", parts[2:]
-        elif len(parts) >= 3 and parts[0] == "apis" and parts[2] == "v1":
+        elif len(parts) >= 3 and parts[0] == "apis":
             group, rest = parts[1], parts[3:]
         else:
             return info
+        version = parts[1] if group == "" else parts[2]
         if not rest:
             return info
         ns = ""
@@ -198,6 +231,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                 rest = ["namespaces"] + rest[1:]
                 ns = ""
         res = BY_PATH.get((group, rest[0]))
+        if res is not None and res.version != version:
+            res = None
         info.update(resource=rest[0], group=group, namespace=ns,
                     name=rest[1] if len(rest) > 1 else "",
                     subresource=rest[2] if len(rest) > 2 else "", res=res,
@@ -229,6 +264,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             raise ApiError(401, "Unauthorized")
         for f in self.faults.take(req, ("delay",)):
             time.sleep(f.get("ms", 0) / 1000.0)
+        if self.faults.take(req, ("compact",)):
+            self.compact_now()
         for f in self.faults.take(req, ("error", "reset")):
             if f["kind"] == "reset":
                 socket.socket.shutdown(h.connection, socket.SHUT_RDWR)
@@ -254,19 +291,23 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                                      "serverAddressByClientCIDRs": [{
                                          "clientCIDR": "0.0.0.0/0",
                                          "serverAddress": self.url.split("//", 1)[1]}]})
+        gvs = {(f"/apis/{g}/{v}" if g else f"/api/{v}"): (g, v) for g, v in GROUP_VERSIONS}
         if path == "/apis":
-            return h.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
-                                     "groups": [self.api_group("batch")]})
-        if path == "/apis/batch":
-            return h.send_json(200, self.api_group("batch", True))
-        if path in ("/api/v1", "/apis/batch/v1"):
-            return h.send_json(200, self.resource_list("batch" if "batch" in path else ""))
+            return h.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                self.api_group(g, v) for g, v in GROUP_VERSIONS if g]})
+        if path.startswith("/apis/") and path.count("/") == 2:
+            gv = next(((g, v) for g, v in GROUP_VERSIONS if g and path == f"/apis/{g}"), None)
+            if gv:
+                return h.send_json(200, self.api_group(*gv, full=True))
+        if path in gvs:
+            return h.send_json(200, self.resource_list(*gvs[path]))
         if path == "/openapi/v3":
             return h.send_json(200, {"paths": {
-                gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={SERVER_VERSION['gitVersion']}"}
-                for gv in ("api/v1", "apis/batch/v1")}})
-        if path in ("/openapi/v3/api/v1", "/openapi/v3/apis/batch/v1"):
-            return h.send_json(200, self.openapi_v3("batch" if "batch" in path else ""))
+                gv[1:]: {"serverRelativeURL":
+                         f"/openapi/v3{gv}?hash={SERVER_VERSION['gitVersion']}"}
+                for gv in gvs}})
+        if path.startswith("/openapi/v3/") and path[len("/openapi/v3"):] in gvs:
+            return h.send_json(200, self.openapi_v3(*gvs[path[len("/openapi/v3"):]]))
         res = req["res"]
         if res is None or req.get("extra") or (req["subresource"] and (
                 req["subresource"] != "status" or not res.status)):
@@ -331,17 +372,17 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         raise ApiError(405, "the server does not allow this method on the requested resource")
 
     @staticmethod
-    def openapi_v3(group):
+    def openapi_v3(group, version="v1"):
         """A skeleton OpenAPI v3 document: operations with their GVK and query parameters
         but no schemas. Real: kubectl reads it to learn that the server does server-side
         field validation (fieldValidation on PATCH); with /openapi/v3 a 404, `kubectl
         create -f` fails unless --validate=false. /openapi/v2 stays a 404."""
         paths = {}
-        base = f"/apis/{group}/v1" if group else "/api/v1"
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
         params = [{"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
                   for n in ("dryRun", "fieldManager", "fieldValidation", "force", "pretty")]
         for r in RESOURCES:
-            if r.group != group:
+            if r.group != group or r.version != version:
                 continue
             coll = f"{base}/namespaces/{{namespace}}/{r.plural}" if r.namespaced \
                 else f"{base}/{r.plural}"
@@ -349,7 +390,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             def op(action, plist=()):
                 return {"operationId": f"{action}{r.kind}", "parameters": list(plist),
                         "x-kubernetes-action": action, "x-kubernetes-group-version-kind": {
-                            "group": r.group, "version": "v1", "kind": r.kind},
+                            "group": r.group, "version": r.version, "kind": r.kind},
                         "responses": {"200": {"description": "OK"}}}
             paths[coll] = {"get": op("list"), "post": op("post", params)}
             paths[coll + "/{name}"] = {"get": op("get"), "put": op("put", params),
@@ -358,29 +399,34 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                                              "version": SERVER_VERSION["gitVersion"]},
                 "paths": paths, "components": {"schemas": {}}}
 
-    def api_group(self, name, full=False):
-        g = {"name": name, "versions": [{"groupVersion": f"{name}/v1", "version": "v1"}],
-             "preferredVersion": {"groupVersion": f"{name}/v1", "version": "v1"}}
+    def api_group(self, name, version="v1", full=False):
+        gv = {"groupVersion": f"{name}/{version}", "version": version}
+        g = {"name": name, "versions": [gv], "preferredVersion": dict(gv)}
         return dict({"kind": "APIGroup", "apiVersion": "v1"}, **g) if full else g
 
-    def resource_list(self, group):
+    def resource_list(self, group, version="v1"):
         out = []
         for r in RESOURCES:
-            if r.group != group:
+            if r.group != group or r.version != version:
                 continue
             out.append({"name": r.plural, "singularName": r.kind.lower(),
                         "namespaced": r.namespaced, "kind": r.kind, "verbs": r.verbs,
                         "shortNames": r.short} if r.short else
                        {"name": r.plural, "singularName": r.kind.lower(),
                         "namespaced": r.namespaced, "kind": r.kind, "verbs": r.verbs})
-            if r.kind in ("Pod", "Job"):
-                out[-1]["categories"] = ["all"]
+            if r.categories:
+                out[-1]["categories"] = list(r.categories)
             if r.status:
                 out.append({"name": r.plural + "/status", "singularName": "",
                             "namespaced": r.namespaced, "kind": r.kind,
                             "verbs": ["get", "patch", "update"]})
+            if "scale" in r.subresources:       # Real: a CRD's scale subresource
+                out.append({"name": f"{r.plural}/scale", "singularName": "",
+                            "namespaced": r.namespaced, "group": "autoscaling",
+                            "version": "v1", "kind": "Scale",
+                            "verbs": ["get", "patch", "update"]})
         return {"kind": "APIResourceList", "apiVersion": "v1",
-                "groupVersion": f"{group}/v1" if group else "v1", "resources": out}
+                "groupVersion": f"{group}/{version}" if group else version, "resources": out}
 
     # ---- rendering
     @staticmethod

@@ -67,10 +67,13 @@ def expired(message):
     return ApiError(410, message, "Expired")
 
 
-def forbidden(res, verb, user, ns, name, sub=""):
-    """Real: k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.forbiddenMessage."""
+def forbidden(res, verb, user, ns, name, sub="", reason=""):
+    """Real: k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.forbiddenMessage,
+    with the authorizer's reason after a colon (ForbiddenStatusError)."""
     what = res.plural + ("/" + sub if sub else "")
     where = f'in the namespace "{ns}"' if ns else "at the cluster scope"
     why = f'User "{user}" cannot {verb} resource "{what}" in API group "{res.group}" {where}'
+    if reason:
+        why += ": " + reason
     head = f'{res.key} "{name}"' if name else res.key
     return ApiError(403, f"{head} is forbidden: {why}", details=_details(res, name))

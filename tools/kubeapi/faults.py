@@ -19,7 +19,8 @@ class FaultSet:
                 self.faults = []
             for f in faults:
                 f = dict(f)
-                if f.get("kind") not in ("error", "delay", "drop_watch", "expire_watch", "reset"):
+                if f.get("kind") not in ("error", "delay", "drop_watch", "expire_watch", "reset",
+                                         "compact"):
                     raise ApiError(400, f"unknown fault kind {f.get('kind')!r}")
                 f.setdefault("count", 1)
                 f.setdefault("hits", 0)

@@ -86,10 +86,17 @@ class Store:
         i = bisect.bisect_right(self.history, rv, key=lambda e: e.rv)
         return self.history[i:]
 
-    def compact(self):
+    def compact(self, rv=None):
+        """Drop the history up to rv (default: all of it), as etcd's compaction does:
+        a watch or an exact list from an older resourceVersion then gets 410 Expired
+        because the events are gone."""
         with self.lock:
-            self.history.clear()
-            self.floor = self.rv
+            rv = self.rv if rv is None else min(int(rv), self.rv)
+            if rv <= self.floor:
+                return
+            i = bisect.bisect_right(self.history, rv, key=lambda e: e.rv)
+            del self.history[:i]
+            self.floor = rv
 
     def snapshot(self, res, ns, rv):
         """Objects of res as they were at resourceVersion rv (undoing later events)."""

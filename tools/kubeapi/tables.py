@@ -32,8 +32,8 @@ def event_row(o):
             age(o.get("firstTimestamp") or last), str(o.get("count") or 1), o["metadata"]["name"]]
 
 
-def col(name, priority=0, fmt=""):
-    return {"name": name, "type": "string", "format": fmt, "description": name,
+def col(name, priority=0, fmt="", typ="string"):
+    return {"name": name, "type": typ, "format": fmt, "description": name,
             "priority": priority}
 
 
@@ -52,7 +52,55 @@ TABLES = {
             lambda o: [o["metadata"]["name"], "%s/%s" % ((o.get("status") or {}).get(
                 "succeeded", 0), (o.get("spec") or {}).get("completions", 1)),
                        age(o["metadata"].get("creationTimestamp"))]),
+    "ServiceAccount": ([col("Name", 0, "name"), col("Secrets"), col("Age")],
+                       lambda o: [o["metadata"]["name"], str(len(o.get("secrets") or [])),
+                                  created(o)]),
+    "Role": ([col("Name", 0, "name"), col("Created At", typ="date")],
+             lambda o: [o["metadata"]["name"], o["metadata"].get("creationTimestamp")]),
+    "ClusterRole": ([col("Name", 0, "name"), col("Created At", typ="date")],
+                    lambda o: [o["metadata"]["name"], o["metadata"].get("creationTimestamp")]),
+    "RoleBinding": ([col("Name", 0, "name"), col("Role"), col("Age"), col("Users", 1),
+                     col("Groups", 1), col("ServiceAccounts", 1)], lambda o: binding_row(o)),
+    "ClusterRoleBinding": ([col("Name", 0, "name"), col("Role"), col("Age"), col("Users", 1),
+                            col("Groups", 1), col("ServiceAccounts", 1)],
+                           lambda o: binding_row(o)),
+    # Real: a CRD's table is Name plus its additionalPrinterColumns (the CRDs in
+    # ../shared/schemas and JobSet's); a value that is not there is a null cell.
+    "PyTorchJob": ([col("Name", 0, "name"), col("State"), col("Age", typ="date")],
+                   lambda o: [o["metadata"]["name"], last_condition(o), created(o)]),
+    "TrainJob": ([col("Name", 0, "name"), col("State"), col("Age", typ="date")],
+                 lambda o: [o["metadata"]["name"], last_condition(o), created(o)]),
+    "JobSet": ([col("Name", 0, "name"), col("TerminalState"), col("Restarts"),
+                col("Completed"), col("Suspended"), col("Age", typ="date")],
+               lambda o: [o["metadata"]["name"], (o.get("status") or {}).get("terminalState"),
+                          (o.get("status") or {}).get("restarts"),
+                          next((c.get("status") for c in (o.get("status") or {}).get(
+                              "conditions") or [] if c.get("type") == "Completed"), None),
+                          (o.get("spec") or {}).get("suspend"), created(o)]),
 }
+
+
+def created(o):
+    return age(o["metadata"].get("creationTimestamp"))
+
+
+def last_condition(o):
+    """Real: the CRDs' State column, JSONPath .status.conditions[-1:].type."""
+    conds = (o.get("status") or {}).get("conditions") or []
+    return conds[-1].get("type") if conds else None
+
+
+def binding_row(o):
+    """Real: printers/internalversion printRoleBinding."""
+    subs = o.get("subjects") or []
+
+    def names(kind):
+        return ", ".join(s.get("name", "") if kind != "ServiceAccount" else
+                         f"{s.get('namespace', '')}/{s.get('name', '')}"
+                         for s in subs if s.get("kind") == kind)
+    ref = o.get("roleRef") or {}
+    return [o["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", created(o),
+            names("User"), names("Group"), names("ServiceAccount")]
 
 
 def partial_meta(obj):

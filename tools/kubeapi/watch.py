@@ -101,6 +101,7 @@ class WatchMixin:
                     initial = [o for o in self.store.items(res, ns) if matches(o)]
             if err is not None:
                 # Real: after authn/authz, watch errors are an ERROR event in a 200 stream.
+                req["watch_error"] = err.code
                 send("ERROR", err.status())
                 return h.wfile.write(b"0\r\n\r\n")
             for o in initial:
@@ -119,6 +120,7 @@ class WatchMixin:
                     try:
                         evs = self.store.since(last)
                     except ApiError as e:   # Real: a watcher that fell behind is expired
+                        req["watch_error"] = e.code
                         send("ERROR", e.status())
                         break
                     last = self.store.rv
