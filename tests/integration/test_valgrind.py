@@ -13,7 +13,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures")
 
 def valgrind(nicpick_bin, *args, expect_rc=0):
     if os.environ.get("NICPICK_SANITIZED"):
-        pytest.skip("this binary is built with ASan, which valgrind cannot run; "
+        pytest.skip("not applicable: this binary is built with ASan, which valgrind cannot run; "
                     "the plain build's run of this test covers it")
     if not shutil.which("valgrind"):
         pytest.fail("valgrind is missing: scripts/install-deps.sh installs it")
