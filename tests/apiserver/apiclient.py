@@ -8,9 +8,17 @@ import http.client
 import json
 import os
 import ssl
+import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# The server on its own, as a user starts it from the repository root.
+KUBEAPI = [sys.executable, "-m", "tools.kubeapi"]
+
+
+def kubeapi_env():
+    return dict(os.environ, PYTHONPATH=ROOT)
 
 
 class Resp:

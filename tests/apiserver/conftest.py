@@ -13,7 +13,7 @@ sys.path.insert(0, HERE)
 
 from apiclient import Api  # noqa: E402
 
-import kubeapi  # noqa: E402
+from tools import kubeapi  # noqa: E402
 
 # scripts/fetch-k8s-tools.sh installs into $NICPICK_TOOLS_DIR (default build/tools).
 KUBECTL = os.path.join(os.environ.get("NICPICK_TOOLS_DIR") or os.path.join(ROOT, "build", "tools"),

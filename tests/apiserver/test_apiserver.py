@@ -1,4 +1,4 @@
-"""Fidelity tests of tests/apiserver/kubeapi.py against real clients (kubectl, the Python
+"""Fidelity tests of tools/kubeapi against real clients (kubectl, the Python
 kubernetes client) and against the wire shapes of kube-apiserver (direct HTTPS)."""
 
 import json
@@ -7,15 +7,14 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from apiclient import Api, pod, wait_for, HERE
+from apiclient import Api, pod, wait_for, KUBEAPI, ROOT, kubeapi_env
 
-import kubeapi
+from tools import kubeapi
 
 NS = "default"
 PODS = f"/api/v1/namespaces/{NS}/pods"
@@ -212,6 +211,66 @@ def test_kubectl_get_jobs(kc, server):
     assert r.stdout.splitlines()[1].split()[:2] == ["train", "1/4"]
 
 
+TRAINING_KINDS = [
+    # (kubectl resource, apiVersion, kind, header of `kubectl get`)
+    ("pytorchjobs", "kubeflow.org/v1", "PyTorchJob", ["NAME", "STATE", "AGE"]),
+    ("jobsets", "jobset.x-k8s.io/v1alpha2", "JobSet",
+     ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "AGE"]),
+    ("trainjobs", "trainer.kubeflow.org/v1alpha1", "TrainJob", ["NAME", "STATE", "AGE"]),
+]
+
+
+@pytest.mark.parametrize("plural,api_version,kind,header", TRAINING_KINDS)
+def test_kubectl_gets_training_job_kinds(kc, server, plural, api_version, kind, header):
+    """The job kinds nicpick's pods belong to, found through discovery as the
+    CRDs in ../shared/schemas (and JobSet's) define them."""
+    server.seed({"objects": [{"apiVersion": api_version, "kind": kind,
+                              "metadata": {"name": "train", "namespace": NS},
+                              "spec": {"x": 1},
+                              "status": {"conditions": [{"type": "Created"},
+                                                        {"type": "Running"}]}}]})
+    r = kc("get", plural, check=True)
+    head, row = r.stdout.splitlines()[:2]
+    assert head.split() == header
+    assert row.split()[0] == "train"
+    if "STATE" in header:
+        assert row.split()[1] == "Running"      # Real: .status.conditions[-1:].type
+    got = json.loads(kc("get", f"{plural}.{api_version.split('/')[0]}", "train", "-o", "json",
+                        check=True).stdout)
+    assert (got["apiVersion"], got["kind"], got["spec"]) == (api_version, kind, {"x": 1})
+    r = kc("get", plural, "missing")
+    assert r.returncode != 0
+    assert f'{plural}.{api_version.split("/")[0]} "missing" not found' in r.stderr
+
+
+def test_kubectl_applies_and_lists_deploy_rbac_yaml(kc, server):
+    r = kc("apply", "-f", os.path.join(ROOT, "deploy", "rbac.yaml"), check=True)
+    assert "role.rbac.authorization.k8s.io/nicpick created" in r.stdout, r.stdout
+    role = json.loads(kc("get", "role", "nicpick", "-o", "json", check=True).stdout)
+    assert role["rules"][0] == {"apiGroups": [""], "resources": ["pods"],
+                                "verbs": ["get", "list", "watch", "patch"]}
+    r = kc("get", "rolebindings", "-o", "wide", check=True)
+    assert r.stdout.splitlines()[1].split()[:2] == ["nicpick", "Role/nicpick"]
+
+
+def test_kubectl_reads_compacted_history_as_410(kc, server, api):
+    """Compaction drops the history, as etcd's does: an exact list or a watch from
+    before it is 410 Expired, as kubectl shows it."""
+    server.create_pod(NS, pod("a"))
+    old = api.get(PODS).body["metadata"]["resourceVersion"]
+    server.patch_object(NS, "a", {"metadata": {"labels": {"x": "1"}}})
+    server.compact()
+    r = kc("get", "--raw", f"{PODS}?resourceVersion={old}&resourceVersionMatch=Exact")
+    assert r.returncode != 0
+    assert "Error from server (Expired): The resourceVersion for the provided list is too " \
+        "old." in r.stderr, r.stderr
+    r = kc("get", "--raw", f"{PODS}?watch=1&resourceVersion={old}", check=True)
+    ev = json.loads(r.stdout)
+    assert ev["type"] == "ERROR" and ev["object"]["code"] == 410
+    assert ev["object"]["message"] == \
+        f"too old resource version: {old} ({server.state()['floor']})"
+
+
 # =========================================================================== Python client
 
 @pytest.fixture
@@ -300,6 +359,40 @@ def test_py_watch_too_old_resource_version_raises_410(core, server):
     assert len([r for r in server.requests() if r["verb"] == "watch"]) == 2
 
 
+def test_py_watch_start_after_compaction_raises_410(core, server):
+    """A compaction between the client's list and its watch (the "compact" fault:
+    another write, then the history is dropped): the watch starts with 410."""
+    from kubernetes import client, watch
+    server.create_pod(NS, pod("a"))
+    rv = core.list_namespaced_pod(NS).metadata.resource_version
+    server.add_fault(kind="compact", verb="watch")
+    with pytest.raises(client.ApiException) as ei:
+        list(watch.Watch().stream(core.list_namespaced_pod, NS, resource_version=rv,
+                                  timeout_seconds=5))
+    assert ei.value.status == 410
+    assert int(server.state()["floor"]) > int(rv)
+    # Nothing else is injected: an exact list from that resourceVersion is gone too.
+    with pytest.raises(client.ApiException) as ei:
+        core.list_namespaced_pod(NS, resource_version=rv, resource_version_match="Exact")
+    assert ei.value.status == 410
+
+
+def test_py_periodic_compaction_expires_a_lagging_resource_version(core, make_server):
+    from kubernetes import client, config, watch
+    s = make_server(compact_interval=0.2)
+    c = config.new_client_from_config(config_file=s.kubeconfig_path)
+    v1 = client.CoreV1Api(c)
+    s.create_pod(NS, pod("a"))
+    rv = v1.list_namespaced_pod(NS).metadata.resource_version
+    s.patch_object(NS, "a", {"metadata": {"labels": {"x": "1"}}})
+    wait_for(lambda: int(s.state()["floor"]) > int(rv), timeout=5)
+    with pytest.raises(client.ApiException) as ei:
+        list(watch.Watch().stream(v1.list_namespaced_pod, NS, resource_version=rv,
+                                  timeout_seconds=5))
+    assert ei.value.status == 410
+    c.close()
+
+
 def test_py_list_pagination(core, server):
     for i in range(5):
         server.create_pod(NS, pod(f"p{i}"))
@@ -383,6 +476,90 @@ def test_http_403_allow_list_role(server, api):
     # Real: a watch on one name is authorized (and denied) on that name.
     r = api.get("/api/v1/namespaces/default/pods/p/status")
     assert r.status == 403 and 'cannot get resource "pods/status"' in r.body["message"]
+
+
+ROLE_USER = "system:serviceaccount:default:nicpick"
+
+
+@pytest.fixture
+def role_api(make_server):
+    """A server that enforces deploy/rbac.yaml's Role (applied in "default") for the
+    token "sa", as kube-apiserver's RBAC authorizer does."""
+    s = make_server(authorization="RBAC", tokens={"sa": ROLE_USER}, user="system:admin")
+    s.apply_manifests(os.path.join(ROOT, "deploy", "rbac.yaml"), NS)
+    s.create_pod(NS, pod("p"))
+    return s, Api(s, token="sa")
+
+
+def test_rbac_role_from_deploy_yaml_allows_exactly_its_rules(role_api):
+    s, api = role_api
+    assert api.get(PODS + "/p").status == 200
+    assert api.get(PODS + "?labelSelector=a%3Db").status == 200
+    w = api.watch(PODS + "?watch=1&timeoutSeconds=1")
+    assert w.status == 200
+    w.close()
+    assert api.req("PATCH", PODS + "/p", {"metadata": {"labels": {"a": "b"}}},
+                   ctype="application/merge-patch+json").status == 200
+    assert api.req("POST", f"/api/v1/namespaces/{NS}/events", {
+        "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}}
+    ).status == 201
+    assert api.get(f"/apis/batch/v1/namespaces/{NS}/jobs/j").status == 404   # get: allowed
+    denied = [("DELETE", PODS + "/p", "delete", "pods", 'pods "p"', ""),
+              ("GET", f"/api/v1/namespaces/{NS}/events", "list", "events", "events", ""),
+              ("GET", f"/apis/batch/v1/namespaces/{NS}/jobs", "list", "jobs", "jobs.batch",
+               "batch"),
+              ("PATCH", PODS + "/p/status", "patch", "pods/status", 'pods "p"', ""),
+              ("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/j", "get",
+               "pytorchjobs", 'pytorchjobs.kubeflow.org "j"', "kubeflow.org")]
+    for method, path, verb, what, head, group in denied:
+        r = api.req(method, path, {} if method == "PATCH" else None,
+                    ctype="application/merge-patch+json")
+        assert r.status == 403, (path, r)
+        assert r.body["message"] == (f'{head} is forbidden: User "{ROLE_USER}" cannot {verb} '
+                                     f'resource "{what}" in API group "{group}" in the '
+                                     f'namespace "{NS}"'), r.body
+    # A Role binds in its own namespace only.
+    r = api.get("/api/v1/namespaces/other/pods")
+    assert r.status == 403 and r.body["message"].endswith('in the namespace "other"')
+    r = api.get("/api/v1/pods")
+    assert r.status == 403 and r.body["message"].endswith("at the cluster scope")
+    # The admin identity (system:masters in a real cluster) is never checked.
+    assert Api(s).req("DELETE", PODS + "/p").status == 200
+
+
+def test_rbac_binding_to_a_missing_role_says_so_in_the_reason(make_server):
+    s = make_server(authorization="RBAC", tokens={"sa": ROLE_USER})
+    s.seed({"objects": [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                         "metadata": {"name": "b", "namespace": NS},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                     "name": "gone"},
+                         "subjects": [{"kind": "ServiceAccount", "name": "nicpick"}]}]})
+    r = Api(s, token="sa").get(PODS)
+    assert r.status == 403
+    assert r.body["message"] == (f'pods is forbidden: User "{ROLE_USER}" cannot list resource '
+                                 f'"pods" in API group "" in the namespace "{NS}": RBAC: '
+                                 'role.rbac.authorization.k8s.io "gone" not found')
+
+
+def test_rbac_cluster_role_wildcards_and_subresources(make_server):
+    s = make_server(authorization="RBAC", tokens={"sa": ROLE_USER})
+    rb = "rbac.authorization.k8s.io/v1"
+    s.seed({"objects": [
+        {"apiVersion": rb, "kind": "ClusterRole", "metadata": {"name": "status-reader"},
+         "rules": [{"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get"]},
+                   {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"],
+                    "resourceNames": ["p"]}]},
+        {"apiVersion": rb, "kind": "ClusterRoleBinding", "metadata": {"name": "all-sa"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": "status-reader"},
+         "subjects": [{"kind": "Group", "name": "system:serviceaccounts"}]}]})
+    s.create_pod(NS, pod("p"))
+    s.create_pod(NS, pod("q"))
+    api = Api(s, token="sa")
+    assert api.get(PODS + "/q/status").status == 200
+    assert api.get(PODS + "/p").status == 200
+    assert api.get(PODS + "/q").status == 403
+    assert api.get(PODS).status == 403          # resourceNames never grant a list
 
 
 def test_http_404_shape(api):
@@ -1052,9 +1229,9 @@ def test_subprocess_mode_serves_and_stops(make_server):
 
 def _start_standalone(tmp_path, *extra):
     state = tmp_path / "standalone"
-    p = subprocess.Popen([sys.executable, os.path.join(HERE, "kubeapi.py"), "--state-dir",
-                          str(state), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen([*KUBEAPI, "--state-dir", str(state), *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True, env=kubeapi_env())
     line = p.stdout.readline()
     assert line.startswith("READY port="), p.stderr.read()
     return p, state, int(line.split()[1].split("=")[1])
@@ -1102,8 +1279,8 @@ def test_standalone_seed_file_and_max_lifetime(tmp_path):
 
 
 def test_standalone_help():
-    r = subprocess.run([sys.executable, os.path.join(HERE, "kubeapi.py"), "--help"],
-                       capture_output=True, text=True, timeout=10)
+    r = subprocess.run([*KUBEAPI, "--help"], capture_output=True, text=True, timeout=10,
+                       env=kubeapi_env())
     assert r.returncode == 0 and "--state-dir" in r.stdout and "--fault" in r.stdout
 
 

@@ -24,7 +24,7 @@ Decoys on every node: a "cni0" bridge 10.244.0.1/24 (the same address on every
 node) with a veth port, a "docker0" bridge 172.17.0.1/16 (same everywhere, no
 port), and a link-local helper "ll0" 169.254.<i>.1/16.
 
-The test API server (tests/apiserver/kubeapi.py) runs in this process, but its
+The test API server (tools/kubeapi) runs in this process, but its
 listening socket is created inside the api namespace (a helper thread enters
 it with setns(2) before binding), so it is reachable only over the
 management network at 192.168.100.1, while the tests still reach its admin
@@ -43,7 +43,6 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "tests" / "apiserver"))
 
 import netns as netns_mod  # noqa: E402
 
@@ -55,6 +54,10 @@ JOB = "job-w"
 FAST_NAMES = ["eth1", "ens3f0", "enp65s0f0np0", "ibp12s0", "eno2", "enp3s0f1", "eth5", "ens7"]
 CLONE_NEWNET = 0x40000000
 PROC_TIMEOUT = 120  # sanity bound for one nicpick process; tests pass --timeout
+# The pods' tokens are the ServiceAccount of this manifest, and the server
+# enforces its Role: an API call nicpick makes without a rule there fails.
+RBAC_YAML = ROOT / "deploy" / "rbac.yaml"
+SERVICE_ACCOUNT = "nicpick"
 
 
 class ClusterError(RuntimeError):
@@ -197,16 +200,19 @@ class Cluster:
     manager or call close(); close() kills every process it started and
     deletes every namespace, whatever happened."""
 
-    def __init__(self, factory, tmp, nicpick, n_nodes=4, fast=None, mgmt_plen=None):
+    def __init__(self, factory, tmp, nicpick, n_nodes=4, fast=None, mgmt_plen=None,
+                 rbac=RBAC_YAML):
         """fast[i] False: node i has no fast NIC.  mgmt_plen[i]: prefix
         length of node i's management address (32: a node that reaches the
-        API server by a device route only and shares no subnet)."""
+        API server by a device route only and shares no subnet).  rbac: the
+        manifest whose Role the pods' tokens run under (deploy/rbac.yaml)."""
         self.factory, self.tmp, self.nicpick = factory, pathlib.Path(tmp), nicpick
         self.n = n_nodes
         self.fast = fast or [True] * n_nodes
         self.mgmt_plen = mgmt_plen or [24] * n_nodes
         self.nodes, self.pods, self.procs = [], [], []
         self.server = None
+        self.rbac = rbac
 
     # -- topology -------------------------------------------------------------
     def build(self):
@@ -251,14 +257,18 @@ class Cluster:
 
     # -- API server -----------------------------------------------------------
     def start_api(self):
-        from kubeapi import Server
+        from tools.kubeapi import Server
         tokens = {}
         for i, node in enumerate(self.nodes):
-            tokens[f"tok-{JOB}-{i}"] = f"system:serviceaccount:{NAMESPACE}:nicpick"
+            tokens[f"tok-{JOB}-{i}"] = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
         state = self.tmp / "apiserver"
+        # The default token (kubectl, the tests' own reads) is system:admin,
+        # which RBAC never checks, as in a real cluster.
         self.server = Server(state_dir=str(state), listen=API_ADDR, sans=[API_ADDR],
-                             tokens=tokens, namespace=NAMESPACE, user="system:admin")
+                             tokens=tokens, namespace=NAMESPACE, user="system:admin",
+                             authorization="RBAC")
         in_netns(self.api_ns.name, self.server.start)
+        self.server.apply_manifests(str(self.rbac), NAMESPACE)
         self.api_url, self.ca_path = self.server.url, self.server.ca_path
         return self
 

@@ -314,6 +314,67 @@ def test_rbac_denied_patch_exits_5_naming_the_rule(make_cluster):
         assert re.search(r'needs "patch" on "pods"', p.stderr_text), p.describe()
 
 
+def test_role_without_patch_gets_the_api_403_and_exits_5_naming_the_rule(make_cluster,
+                                                                          tmp_path):
+    """The pods' tokens run under deploy/rbac.yaml's Role, enforced by the
+    server as kube-apiserver's RBAC authorizer does. Take `patch` out of it:
+    every pod exits 5 with the rule it lacks and the API's own 403 text."""
+    import yaml
+    docs = [d for d in yaml.safe_load_all(C.RBAC_YAML.read_text()) if d]
+    role = next(d for d in docs if d["kind"] == "Role")
+    pods_rule = next(r for r in role["rules"] if "pods" in r["resources"])
+    pods_rule["verbs"].remove("patch")
+    manifest = tmp_path / "rbac-without-patch.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    c = make_cluster(rbac=manifest)
+    t0 = time.monotonic()
+    run_job(c, *COMMON, "--timeout", "30", timeout=60)
+    assert_all_exit(c, 5)
+    assert time.monotonic() - t0 < 20, diag(c)
+    for p in c.pods:
+        assert 'the Role needs "patch" on "pods" in namespace "train"' in p.stderr_text, \
+            p.describe()
+        assert (f'pods "{p.name}" is forbidden: User "system:serviceaccount:train:nicpick" '
+                'cannot patch resource "pods" in API group "" in the namespace "train"'
+                ) in p.stderr_text, p.describe()
+
+
+def test_every_api_call_of_an_agreement_is_allowed_by_the_role(make_cluster):
+    """The happy path under exactly deploy/rbac.yaml: no request was denied,
+    and every request came from the Role's ServiceAccount."""
+    c = make_cluster()
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    mine = [r for r in c.server.requests() if r["token"].startswith("tok-")]
+    assert mine and {r["user"] for r in mine} == {"system:serviceaccount:train:nicpick"}
+    assert [r for r in mine if r["status"] == 403] == [], diag(c)
+    assert {(r["verb"], r["resource"]) for r in mine} >= {("patch", "pods"),
+                                                            ("create", "events")}
+
+
+def test_compacted_watch_history_relists_and_still_agrees(make_cluster):
+    """Real compaction (the history is dropped, nothing injected into the
+    stream): each pod's first watch finds the resourceVersion of its list
+    compacted away (410 at watch start), and the server compacts every
+    0.3 s while the job agrees, as kube-apiserver compacts etcd. Every pod
+    re-lists and the job still agrees on the fast network."""
+    c = make_cluster()
+    c.server.configure(compact_interval=0.3)
+    c.server.set_faults([{"kind": "compact", "verb": "watch", "token": p.token}
+                         for p in c.pods])
+    run_job(c, *COMMON, "--timeout", "60", timeout=100)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    assert c.server.faults() == []
+    reqs = c.server.requests()
+    for p in c.pods:
+        mine = [r for r in reqs if r["token"] == p.token]
+        gone = [i for i, r in enumerate(mine) if r.get("watch_error") == 410]
+        assert gone, (p.name, [(r["verb"], r["query"]) for r in mine])
+        assert any(r["verb"] == "list" for r in mine[gone[0] + 1:]), \
+            (p.name, [(r["verb"], r["query"], r.get("watch_error")) for r in mine])
+
+
 def test_pod_restarted_mid_agreement_still_agrees(make_cluster):
     c = make_cluster()
     first = c.pods[:3]

@@ -1,7 +1,7 @@
 """lib/k8s against the test API server.
 
 The C side is tests/unit/test_k8s_live.c (built by `make unit` as
-build/tests/test_k8s_live).  This file starts tests/apiserver/kubeapi.py,
+build/tests/test_k8s_live).  This file starts tools/kubeapi,
 runs that binary once per named case with the server's address, CA and
 tokens in its environment, and checks that the case ran and passed (a
 skipped or missing case fails here).  Faults, RBAC and token changes are
@@ -11,12 +11,10 @@ import os
 import pathlib
 import re
 import subprocess
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "apiserver"))
 
 NS = "nicpick-test"
 
@@ -57,9 +55,9 @@ def live_bin():
 @pytest.fixture(scope="module")
 def apiserver(tmp_path_factory):
     try:
-        import kubeapi
+        from tools import kubeapi
     except ImportError as e:
-        pytest.fail(f"tests/apiserver/kubeapi.py cannot be imported: {e}")
+        pytest.fail(f"tools/kubeapi cannot be imported: {e}")
     srv = kubeapi.Server(state_dir=str(tmp_path_factory.mktemp("kubeapi")),
                          namespace=NS).start()
     try:

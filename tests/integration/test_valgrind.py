@@ -13,7 +13,7 @@ FIX = os.path.join(ROOT, "tests", "fixtures")
 
 def valgrind(nicpick_bin, *args, expect_rc=0):
     if os.environ.get("NICPICK_SANITIZED"):
-        pytest.skip("this binary is built with ASan, which valgrind cannot run; "
+        pytest.skip("not applicable: this binary is built with ASan, which valgrind cannot run; "
                     "the plain build's run of this test covers it")
     if not shutil.which("valgrind"):
         pytest.fail("valgrind is missing: scripts/install-deps.sh installs it")
@@ -58,7 +58,6 @@ def test_snapshot_replay_is_valgrind_clean(nicpick_bin, tmp_path):
 def test_agreement_of_a_one_pod_job_is_valgrind_clean(nicpick_bin, tmp_path):
     """The whole --peers k8s path (config, client, watch, decision, probe,
     outputs, Event) against the test API server, under valgrind."""
-    import sys
     # The test API server listens on this namespace's loopback, so nicpick
     # runs here too and needs a usable interface of this machine.
     probe = subprocess.run([nicpick_bin, "select", "--peers", "none", "--out-dir",
@@ -66,8 +65,7 @@ def test_agreement_of_a_one_pod_job_is_valgrind_clean(nicpick_bin, tmp_path):
     if probe.returncode == 3:
         pytest.skip("this machine has no usable interface for the one-pod job: "
                     + probe.stderr.strip().splitlines()[-1])
-    sys.path.insert(0, os.path.join(ROOT, "tests", "apiserver"))
-    from kubeapi import Server
+    from tools.kubeapi import Server
     srv = Server(state_dir=str(tmp_path / "api")).start()
     try:
         srv.create_pod("default", {

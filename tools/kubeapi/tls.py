@@ -1,0 +1,55 @@
+"""The CA, the server certificate (openssl CLI) and kubeconfig files."""
+
+import os
+import random
+import re
+import subprocess
+
+
+def ensure_certs(state_dir, sans):
+    """CA + server cert via the openssl CLI; regenerated only when missing or SANs change."""
+    p = lambda n: os.path.join(state_dir, n)   # noqa: E731
+    ips = ["127.0.0.1", "::1"]
+    dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+           "kubernetes.default.svc.cluster.local"]
+    for s in sans:
+        is_ip = re.match(r"^[\d.]+$", s) or ":" in s
+        (ips if is_ip else dns).append(s)
+    san = ",".join([f"IP:{i}" for i in ips] + [f"DNS:{d}" for d in dns])
+
+    def run(*args):
+        r = subprocess.run(["openssl", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"openssl {' '.join(args)} failed: {r.stderr}")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    if not (os.path.exists(p("ca.crt")) and os.path.exists(p("ca.key"))):
+        run("req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "3650",
+            "-subj", "/CN=nicpick-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+        for n in ("server.crt", "sans"):
+            if os.path.exists(p(n)):
+                os.unlink(p(n))
+    old = open(p("sans")).read() if os.path.exists(p("sans")) else None
+    if old != san or not os.path.exists(p("server.crt")):
+        with open(p("server.ext"), "w") as f:
+            f.write(f"basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,"
+                    f"keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName={san}\n"
+                    "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n")
+        run("req", "-new", *ec, "-keyout", p("server.key"), "-out", p("server.csr"),
+            "-subj", "/CN=kube-apiserver")
+        run("x509", "-req", "-in", p("server.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+            "-set_serial", str(random.randrange(1, 2 ** 62)), "-days", "3650",
+            "-out", p("server.crt"), "-extfile", p("server.ext"))
+        with open(p("sans"), "w") as f:
+            f.write(san)
+    return p("server.crt"), p("server.key"), p("ca.crt")
+
+
+def kubeconfig_text(url, ca_path, token, namespace):
+    """A kubeconfig (YAML) that kubectl and the Python client read as they are."""
+    return (f"apiVersion: v1\nkind: Config\nclusters:\n- name: kubeapi\n  cluster:\n"
+            f"    server: {url}\n    certificate-authority: {ca_path}\n"
+            f"contexts:\n- name: kubeapi\n  context:\n    cluster: kubeapi\n"
+            f"    user: kubeapi\n    namespace: {namespace}\n"
+            f"current-context: kubeapi\nusers:\n- name: kubeapi\n  user:\n"
+            f"    token: {token}\n")
