@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "exchange/exchange_priv.h"
+#include "jobs/jobs.h"
 #include "probe/probe.h"
 #include "util/clock.h"
 
@@ -288,6 +289,11 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	}
 	x->leader = ex_pod_matches(x->pod, x->leader_sel);
+	char spec_note[700];
+	if (jobs_check_pod_expect(x->k, x->ns, x->pod, o->expect, spec_note, sizeof(spec_note), err) < 0)
+		goto out;
+	if (spec_note[0])
+		ex_log(x, EXCHANGE_INFO, "%s", spec_note);
 
 	const char *node = json_string_value(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)

@@ -1,52 +1,27 @@
-/* Which pods form the job, and which one gathers, from the pod's own labels. */
-#include <stdio.h>
+/* Which pods form the job, and which one gathers: lib/jobs decides from the
+ * pod's own object. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "exchange/exchange.h"
-#include "exchange/exchange_priv.h"
-
-/* Job kinds in order of precedence: a JobSet's pods also carry the labels
- * of the batch Job they belong to, so the JobSet comes first. */
-static const struct job_kind {
-	const char *name_label;
-	/* labels and values that single out the gatherer (index 0) */
-	const char *leader[2][2];
-} job_kinds[] = {
-	{ "training.kubeflow.org/job-name",
-	  { { "training.kubeflow.org/replica-type", "master" },
-	    { "training.kubeflow.org/replica-index", "0" } } },
-	{ "jobset.sigs.k8s.io/jobset-name",
-	  { { "jobset.sigs.k8s.io/job-global-index", "0" },
-	    { "batch.kubernetes.io/job-completion-index", "0" } } },
-	{ "batch.kubernetes.io/job-name",
-	  { { "batch.kubernetes.io/job-completion-index", "0" }, { NULL, NULL } } },
-};
+#include "jobs/jobs.h"
 
 int exchange_selectors(const json_t *pod, char **selector, char **leader_selector, np_error *err)
 {
 	*selector = *leader_selector = NULL;
-	for (size_t i = 0; i < sizeof(job_kinds) / sizeof(job_kinds[0]); i++) {
-		const struct job_kind *k = &job_kinds[i];
-		const char *job = ex_label(pod, k->name_label);
-		if (!job)
-			continue;
-		if (asprintf(selector, "%s=%s", k->name_label, job) < 0)
-			break;
-		char lead[1024];
-		int off = snprintf(lead, sizeof(lead), "%s", *selector);
-		for (size_t j = 0; j < 2 && k->leader[j][0]; j++)
-			off += snprintf(lead + off, sizeof(lead) - (size_t)off, ",%s=%s", k->leader[j][0],
-					k->leader[j][1]);
-		*leader_selector = strdup(lead);
-		if (!*leader_selector)
-			break;
-		return 0;
+	struct jobs_pod p;
+	struct jobs_rule r;
+	int ret = jobs_pod_parse(pod, &p, err) < 0 || jobs_rule(&p, &r, err) < 0 ? -1 : 0;
+	jobs_pod_free(&p);
+	if (ret < 0)
+		return -1;
+	*selector = strdup(r.selector);
+	*leader_selector = strdup(r.leader_selector);
+	if (!*selector || !*leader_selector) {
+		free(*selector);
+		free(*leader_selector);
+		*selector = *leader_selector = NULL;
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	}
-	free(*selector);
-	*selector = NULL;
-	return np_error_set(err, NP_EUSAGE, 0,
-			    "this pod carries none of the job labels (training.kubeflow.org/job-name, "
-			    "jobset.sigs.k8s.io/jobset-name, batch.kubernetes.io/job-name): pass "
-			    "--selector and --leader-selector");
+	return 0;
 }

@@ -130,6 +130,11 @@ void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st)
 	*st = c->stats;
 }
 
+long k8s_client_last_http(const struct k8s_client *c)
+{
+	return c->last_http;
+}
+
 const struct k8s_config *k8s_client_config(const struct k8s_client *c)
 {
 	return &c->cfg;
@@ -377,8 +382,11 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		k8s_xfer_reset(&x);
 		if (attempt > 0)
 			c->stats.retries++;
+		c->last_http = 0;
 		if (k8s_perform(c, &x, err) < 0)
 			goto fail;
+		if (x.cc == CURLE_OK)
+			c->last_http = x.http;
 		long delay = -1;
 		if (x.cc != CURLE_OK) {
 			if (x.deadline_hit) {

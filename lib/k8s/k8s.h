@@ -71,6 +71,9 @@ void k8s_client_set_timeout(struct k8s_client *c, double seconds);
 void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(void *ud), void *ud);
 
 void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st);
+/* The HTTP status of the last response to a request (not a watch), 0 when
+ * none came: lets a caller treat a 403 or 404 as an answer, not a failure. */
+long k8s_client_last_http(const struct k8s_client *c);
 const struct k8s_config *k8s_client_config(const struct k8s_client *c);
 
 /* path is absolute ("/api/v1/namespaces/ns/pods/p"), query string included.

@@ -86,6 +86,7 @@ struct k8s_client {
 	void (*tick)(void *ud);
 	void *tick_ud;
 	int64_t tick_ms, next_tick;
+	long last_http; /* status of the last response, 0 when none came */
 };
 
 /* One HTTP attempt.  With write_fn NULL the body is collected into resp. */
