@@ -17,6 +17,7 @@
 #include "select/select.h"
 #include "smoke/smoke.h"
 #include "util/err.h"
+#include "util/log.h"
 
 #ifndef NICPICK_VERSION
 #define NICPICK_VERSION "0.0.0"
@@ -64,10 +65,16 @@ static const char usage_text[] =
 	"  --probe-throughput[=BYTES]\n"
 	"                         measure throughput to rank networks of equal speed (default 16 MiB)\n"
 	"  --log-interval SEC     progress lines while waiting (default 5)\n"
+	"  --strict-env           fail (exit 2) when a container of this pod sets NCCL_SOCKET_IFNAME,\n"
+	"                         NCCL_IB_HCA, GLOO_SOCKET_IFNAME, NCCL_CONF_FILE or NCCL_SOCKET_FAMILY\n"
+	"                         to a value that overrides the outputs (default: a warning)\n"
 	"  --api-server URL --ca-file F --token-file F --namespace NS --pod-name NAME\n"
 	"                         outside a cluster (default: in-cluster config, POD_NAME)\n"
 	"  --insecure-skip-tls-verify\n"
 	"                         labs only: do not verify the API server's certificate\n"
+	"logging:\n"
+	"  --log-format text|json text (default), or one JSON object per line: time, level,\n"
+	"                         pod, phase, message, fields\n"
 	"sources (tests, offline replay):\n"
 	"  --snapshot FILE        decide from a saved `nicpick discover --json`\n"
 	"  --sysfs DIR            read sysfs from DIR instead of /sys\n"
@@ -76,6 +83,49 @@ static const char usage_text[] =
 	"\n"
 	"exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
 	"            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n";
+
+static enum np_log_format log_fmt = NP_LOG_TEXT;
+static int64_t started_ms;
+
+/* The pod this process runs for, as far as it is known (--pod-name, else
+ * POD_NAME from the downward API). */
+static const char *log_pod_name;
+
+static const char *log_pod(void)
+{
+	if (log_pod_name)
+		return log_pod_name;
+	return getenv("POD_NAME") ? getenv("POD_NAME") : "";
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Every line nicpick prints on stderr goes through here. */
+static void emit(const char *level, const char *phase, bool elapsed, const char *msg,
+		 const struct np_log_field *fields, size_t n_fields)
+{
+	struct np_log_record rec = {
+		.time_ms = wall_ms(),
+		.elapsed_ms = elapsed ? np_now_ms() - started_ms : -1,
+		.level = level,
+		.pod = log_pod(),
+		.phase = phase,
+		.message = msg,
+		.fields = fields,
+		.n_fields = n_fields,
+	};
+	char *line = np_log_format_line(log_fmt, &rec);
+	if (line)
+		fputs(line, stderr);
+	else
+		fprintf(stderr, "nicpick: %s: %s\n", level, msg);
+	free(line);
+}
 
 /* One line that says what to do next, per exit code. */
 static const char *const next_step[] = {
@@ -91,19 +141,31 @@ static const char *const next_step[] = {
 static int fail(const np_error *err)
 {
 	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
-	fprintf(stderr, "nicpick: error: %s (%s)\n", err->msg, next_step[st]);
+	char code[8];
+	snprintf(code, sizeof(code), "%d", st);
+	if (log_fmt == NP_LOG_JSON) {
+		struct np_log_field f[] = { { "exit_code", code }, { "next", next_step[st] } };
+		emit("error", "exit", false, err->msg, f, 2);
+	} else {
+		char *msg = NULL;
+		if (asprintf(&msg, "%s (%s)", err->msg, next_step[st]) < 0)
+			msg = NULL;
+		emit("error", "exit", false, msg ? msg : err->msg, NULL, 0);
+		free(msg);
+	}
 	return st;
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
+	np_error err = { 0 };
+	char msg[NP_ERR_MSG_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "nicpick: error: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, " (see 'nicpick --help')\n");
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return NP_EUSAGE;
+	np_error_set(&err, NP_EUSAGE, 0, "%s", msg);
+	return fail(&err);
 }
 
 enum {
@@ -141,7 +203,9 @@ enum {
 	OPT_WORLD_SIZE,
 	OPT_COMM_ID,
 	OPT_INTERFACE,
+	OPT_STRICT_ENV,
 	OPT_HELP,
+	OPT_LOG_FORMAT, /* discover and select */
 };
 
 static const struct option long_opts[] = {
@@ -179,6 +243,8 @@ static const struct option long_opts[] = {
 	{ "world-size", required_argument, NULL, OPT_WORLD_SIZE },
 	{ "comm-id", required_argument, NULL, OPT_COMM_ID },
 	{ "interface", required_argument, NULL, OPT_INTERFACE },
+	{ "strict-env", no_argument, NULL, OPT_STRICT_ENV },
+	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -221,7 +287,8 @@ static bool policy_opt(int opt)
 /* Which subcommand an option belongs to; NULL when it fits this one. */
 static const char *misplaced(int opt, enum mode m)
 {
-	if (opt == 'h' || opt == OPT_HELP || opt == ':' || opt == '?' || opt < OPT_JSON)
+	if (opt == 'h' || opt == OPT_HELP || opt == ':' || opt == '?' || opt < OPT_JSON ||
+	    opt == OPT_LOG_FORMAT)
 		return NULL;
 	switch (m) {
 	case MODE_DISCOVER:
@@ -372,6 +439,7 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 			break;
 		case OPT_POD_NAME:
 			cli->sel.k8s.pod_name = optarg;
+			log_pod_name = optarg;
 			break;
 		case OPT_INSECURE:
 			cli->sel.k8s.insecure_skip_tls_verify = true;
@@ -390,6 +458,14 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 			if (parse_long(optarg, 1, 3600, &v) < 0)
 				return usage_error("--log-interval '%s': expected seconds", optarg);
 			cli->sel.ex.log_interval_ms = (int)(v * 1000);
+			break;
+		case OPT_STRICT_ENV:
+			cli->sel.strict_env = true;
+			break;
+		case OPT_LOG_FORMAT:
+			if (np_log_format_parse(optarg) < 0)
+				return usage_error("--log-format '%s': expected text or json", optarg);
+			log_fmt = (enum np_log_format)np_log_format_parse(optarg);
 			break;
 		case OPT_INCLUDE:
 			if (policy_set_include(&cli->sel.policy, optarg, &err) < 0)
@@ -546,28 +622,48 @@ static int cmd_discover(int argc, char **argv)
 	return rc;
 }
 
-static int64_t started_ms;
-
 /* One line per event, with the time since start: a reader of the pod's log
  * sees at once where the waiting went. */
 static void log_line(void *ud, enum exchange_log_level level, const char *msg)
 {
 	(void)ud;
-	int64_t t = np_now_ms() - started_ms;
-	fprintf(stderr, "nicpick: %s: [%lld.%03llds] %s\n", level == EXCHANGE_WARN ? "warning" : "info",
-		(long long)(t / 1000), (long long)(t % 1000), msg);
+	emit(level == EXCHANGE_WARN ? "warning" : "info", "agree", true, msg, NULL, 0);
+}
+
+/* A multi-line table: as it is in text, one record in JSON. */
+static void emit_table(const char *what, const char *table)
+{
+	if (log_fmt == NP_LOG_TEXT) {
+		fputs(table, stderr);
+		return;
+	}
+	struct np_log_field f = { "table", table };
+	emit("info", "select", false, what, &f, 1);
+}
+
+static void emit_env_warnings(const struct jobs_env_warnings *w)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		char text[1024];
+		jobs_env_warning_text(&w->v[i], text, sizeof(text));
+		struct np_log_field f[] = { { "container", w->v[i].container },
+					    { "variable", w->v[i].var },
+					    { "value", w->v[i].value },
+					    { "nicpick", w->v[i].want } };
+		emit("warning", "envcheck", true, text, f, 4);
+	}
 }
 
 /* Exit 4: which pod lacked what. */
-static void print_pod_table(const struct agree_decision *d)
+static void print_pod_table(FILE *out, const struct agree_decision *d)
 {
 	if (!d->n_table)
 		return;
-	fprintf(stderr, "%-32s %-48s %s\n", "POD", "CANDIDATES", "WHY");
+	fprintf(out, "%-32s %-48s %s\n", "POD", "CANDIDATES", "WHY");
 	for (size_t i = 0; i < d->n_table; i++)
-		fprintf(stderr, "%-32s %-48s %s\n", d->table[i].pod, d->table[i].cands, d->table[i].why);
+		fprintf(out, "%-32s %-48s %s\n", d->table[i].pod, d->table[i].cands, d->table[i].why);
 	if (d->table_total > d->n_table)
-		fprintf(stderr, "... and %zu more pods\n", d->table_total - d->n_table);
+		fprintf(out, "... and %zu more pods\n", d->table_total - d->n_table);
 }
 
 static char self_exe[4096];
@@ -630,8 +726,8 @@ static int cmd_smoke(int argc, char **argv)
 			const char *t = getenv("TMPDIR");
 			snprintf(tmp_dir, sizeof(tmp_dir), "%s/nicpick-smoke.XXXXXX", t && *t ? t : "/tmp");
 			if (!mkdtemp(tmp_dir)) {
-				fprintf(stderr, "nicpick: error: cannot create %s: %s\n", tmp_dir, strerror(errno));
-				return NP_EINTERNAL;
+				np_error_set(&err, NP_EINTERNAL, errno, "cannot create %s", tmp_dir);
+				return fail(&err);
 			}
 			o->out_dir = tmp_dir;
 		}
@@ -680,7 +776,10 @@ static int cmd_smoke(int argc, char **argv)
 		return fail(&err);
 	char line[NP_ERR_MSG_MAX + 64];
 	smoke_report_summary(&rep, line, sizeof(line));
-	fprintf(stderr, "nicpick: %s\n", line);
+	if (log_fmt == NP_LOG_TEXT)
+		fprintf(stderr, "nicpick: %s\n", line);
+	else
+		emit("info", "smoke", true, line, NULL, 0);
 	return 0;
 }
 
@@ -698,26 +797,50 @@ static int cmd_select(int argc, char **argv)
 	cli.sel.ex.log = log_line;
 	smoke_env(&cli.sel);
 	if (select_run(&cli.sel, &r, &err) < 0) {
+		emit_env_warnings(&r.env_warnings);
 		if (err.status == NP_ENOIFACE) {
 			char *t = select_render_table(&r.nics, &r.ranking);
 			if (t)
-				fputs(t, stderr);
+				emit_table("the interface table: why each was refused", t);
 			free(t);
 		}
-		if (err.status == NP_ENOCOMMON && r.ex.has_decision)
-			print_pod_table(&r.ex.decision);
+		if (err.status == NP_ENOCOMMON && r.ex.has_decision) {
+			char *t = NULL;
+			size_t len = 0;
+			FILE *m = open_memstream(&t, &len);
+			if (m) {
+				print_pod_table(m, &r.ex.decision);
+				fclose(m);
+			}
+			if (t && *t)
+				emit_table("the pods' candidates: which network each lacks", t);
+			free(t);
+		}
 		select_result_free(&r);
 		return fail(&err);
 	}
+	emit_env_warnings(&r.env_warnings);
 	const struct nic *n = &r.nics.v[r.chosen];
 	const struct policy_verdict *v = &r.ranking.v[r.chosen];
-	fprintf(stderr, "nicpick: chose %s (%s, %s) — wrote %s/nccl.env, nccl.conf, decision.json\n",
-		n->name, nic_class_name(n->cls), v->addr >= 0 ? n->addrs[v->addr].text : "no address",
-		cli.sel.out_dir);
-	if (r.smoke.status == SMOKE_SKIPPED) {
-		char line[NP_ERR_MSG_MAX + 64];
+	const char *ifname = n->name;
+	const char *cls = nic_class_name(n->cls);
+	const char *addr = v->addr >= 0 ? n->addrs[v->addr].text : "no address";
+	char line[NP_ERR_MSG_MAX + 64] = "";
+	if (r.smoke.status == SMOKE_SKIPPED)
 		smoke_report_summary(&r.smoke, line, sizeof(line));
-		fprintf(stderr, "nicpick: %s\n", line);
+	if (log_fmt == NP_LOG_TEXT) {
+		fprintf(stderr, "nicpick: chose %s (%s, %s) — wrote %s/nccl.env, nccl.conf, decision.json\n",
+			ifname, cls, addr, cli.sel.out_dir);
+		if (line[0])
+			fprintf(stderr, "nicpick: %s\n", line);
+	} else {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "chose %s (%s, %s)", ifname, cls, addr ? addr : "-");
+		struct np_log_field f[] = { { "interface", ifname }, { "class", cls },
+					    { "address", addr ? addr : "" }, { "out_dir", cli.sel.out_dir } };
+		if (line[0])
+			emit("info", "smoke", true, line, NULL, 0);
+		emit("info", "outputs", true, msg, f, 4);
 	}
 	select_result_free(&r);
 	return 0;
@@ -730,6 +853,14 @@ int main(int argc, char **argv)
 	 * spends building (measured on 1,000 interfaces). */
 	mallopt(M_MXFAST, 0);
 	started_ms = np_now_ms();
+	/* Before parsing, so that a usage error is already in the chosen format. */
+	for (int i = 1; i < argc; i++) {
+		const char *v = strncmp(argv[i], "--log-format=", 13) == 0 ? argv[i] + 13
+				: strcmp(argv[i], "--log-format") == 0 && i + 1 < argc ? argv[i + 1]
+											 : NULL;
+		if (v && np_log_format_parse(v) >= 0)
+			log_fmt = (enum np_log_format)np_log_format_parse(v);
+	}
 	if (argc < 2) {
 		fputs(usage_text, stderr);
 		return NP_EUSAGE;

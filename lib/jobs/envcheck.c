@@ -157,3 +157,38 @@ void jobs_env_warning_text(const struct jobs_env_warning *w, char *buf, size_t l
 		snprintf(want, sizeof(want), "; nicpick's nccl.conf is at %s", w->want);
 	snprintf(buf, len, "container %s sets %s='%s': %s%s", w->container, w->var, w->value, w->why, want);
 }
+
+int jobs_envcheck_pod(const json_t *pod, const struct outputs_env *env, const char *out_dir,
+		      bool strict, struct jobs_env_warnings *w, np_error *err)
+{
+	struct jobs_pod p;
+	memset(w, 0, sizeof(*w));
+	if (jobs_pod_parse(pod, &p, err) < 0) {
+		jobs_pod_free(&p);
+		return np_error_wrap(err, "cannot check the pod's containers");
+	}
+	jobs_envcheck(&p, env, out_dir, w);
+	jobs_pod_free(&p);
+	if (!strict || w->n == 0)
+		return 0;
+	char first[1024];
+	jobs_env_warning_text(&w->v[0], first, sizeof(first));
+	return np_error_set(err, NP_EUSAGE, 0,
+			    "%zu setting(s) in this pod override nicpick's outputs and --strict-env is set: "
+			    "%s%s; remove them from the pod spec",
+			    w->n, first, w->n > 1 ? " (and more, see the warnings above)" : "");
+}
+
+json_t *jobs_env_warnings_json(const struct jobs_env_warnings *w)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; arr && i < w->n; i++) {
+		char text[1024];
+		jobs_env_warning_text(&w->v[i], text, sizeof(text));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "container",
+						     w->v[i].container, "variable", w->v[i].var, "value",
+						     w->v[i].value, "nicpick", w->v[i].want, "why", w->v[i].why,
+						     "text", text));
+	}
+	return arr;
+}

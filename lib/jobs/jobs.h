@@ -163,6 +163,13 @@ struct jobs_env_warnings {
  * nccl.conf in out_dir's volume. */
 void jobs_envcheck(const struct jobs_pod *p, const struct outputs_env *env, const char *out_dir,
 		   struct jobs_env_warnings *w);
+/* The same from the pod's object, once the outputs are known.  With strict,
+ * any warning fails with NP_EUSAGE (a pod spec that defeats the outputs is
+ * a configuration error, like a bad flag). */
+int jobs_envcheck_pod(const json_t *pod, const struct outputs_env *env, const char *out_dir,
+		      bool strict, struct jobs_env_warnings *w, np_error *err);
+/* For decision.json: [{container, variable, value, nicpick, why, text}]. */
+json_t *jobs_env_warnings_json(const struct jobs_env_warnings *w);
 /* "container train sets NCCL_SOCKET_IFNAME='' (...)": one line. */
 void jobs_env_warning_text(const struct jobs_env_warning *w, char *buf, size_t len);
 

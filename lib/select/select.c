@@ -302,9 +302,15 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (smoke_ret < 0)
 		return -1; /* select_run says why on the pod */
 
+	/* Settings in the pod's containers that would override these outputs. */
+	if (r->agreed && r->ex.pod &&
+	    jobs_envcheck_pod(r->ex.pod, &env, o->out_dir, o->strict_env, &r->env_warnings, err) < 0)
+		return -1; /* select_run says why on the pod */
+
 	r->decision = build_decision(o, r, &c, &env);
 	if (!r->decision)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build decision.json");
+	json_object_set_new(r->decision, "warnings", jobs_env_warnings_json(&r->env_warnings));
 	if (r->agreed)
 		json_object_set_new(r->decision, "agreement", agreement_json(&r->ex));
 	if (o->out_dir && outputs_write(o->out_dir, &env, r->decision, err) < 0)
@@ -315,6 +321,13 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		snprintf(msg, sizeof(msg), "NCCL uses %s (%s) on %s, agreed by %zu pods%s; %s", n->name,
 			 r->ex.addr, r->ex.network, r->ex.n_pods,
 			 r->ex.next_pod[0] ? " and probed around the ring" : "", sm);
+		if (r->env_warnings.n) {
+			size_t len = strlen(msg);
+			char first[1024];
+			jobs_env_warning_text(&r->env_warnings.v[0], first, sizeof(first));
+			snprintf(msg + len, sizeof(msg) - len, "; warning: %zu setting(s) override this: %s",
+				 r->env_warnings.n, first);
+		}
 		publish(o, r, true, msg);
 	}
 	return 0;

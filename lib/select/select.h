@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "exchange/exchange.h"
+#include "jobs/jobs.h"
 #include "k8s/k8s.h"
 #include "nic/nic.h"
 #include "outputs/outputs.h"
@@ -34,6 +35,7 @@ struct select_opts {
 	const char *path_env;   /* PATH */
 	char *const *base_env;  /* the environment the companion inherits */
 	bool peers_k8s;         /* agree through the Kubernetes API */
+	bool strict_env;        /* a pod setting that overrides the outputs fails */
 	struct k8s_config_overrides k8s;
 	struct exchange_opts ex; /* k8s is filled in by select_run */
 };
@@ -46,6 +48,8 @@ struct select_result {
 	bool agreed;      /* peers_k8s: the exchange ran */
 	struct exchange_result ex;
 	struct smoke_report smoke;
+	/* peers_k8s: settings in this pod that override the outputs */
+	struct jobs_env_warnings env_warnings;
 };
 
 /* Who this pod is in the smoke all-reduce. */

@@ -32,7 +32,7 @@ int np_log_format_parse(const char *s);
  * text: "nicpick: LEVEL: [S.mmms] MESSAGE" (no bracket when elapsed_ms < 0).
  * json: {"time": RFC 3339 UTC with milliseconds, "level", "pod" (null when
  * unknown), "phase", "message", "fields": {key: value}}, compact, on one
- * line; bytes that are not UTF-8 become '?'. */
+ * line; in a string that is not valid UTF-8, every non-ASCII byte becomes '?'. */
 char *np_log_format_line(enum np_log_format f, const struct np_log_record *r);
 
 #endif
