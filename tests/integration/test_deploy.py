@@ -114,6 +114,9 @@ def test_role_grants_exactly_what_nicpick_uses():
         ("", "pods"): ["get", "list", "patch", "watch"],
         ("", "events"): ["create"],
         ("batch", "jobs"): ["get"],
+        ("kubeflow.org", "pytorchjobs"): ["get"],
+        ("jobset.x-k8s.io", "jobsets"): ["get"],
+        ("trainer.kubeflow.org", "trainjobs"): ["get"],
     }
     assert docs["RoleBinding"]["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
     assert docs["RoleBinding"]["subjects"][0]["name"] == docs["ServiceAccount"]["metadata"]["name"]

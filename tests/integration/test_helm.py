@@ -161,6 +161,7 @@ def test_two_releases_in_one_namespace_do_not_clash(helm):
 def test_chart_values_switch_what_they_say(helm):
     docs = render(helm, *MATRIX["existing-account"])
     assert ("batch", "jobs") not in rules(the(docs, "Role"))
+    assert ("kubeflow.org", "pytorchjobs") not in rules(the(docs, "Role"))
     assert not any(d["kind"] == "ServiceAccount" for d in docs)
     assert the(docs, "RoleBinding")["subjects"][0]["name"] == "trainer"
     job = the(docs, "Job")
