@@ -130,14 +130,9 @@ int jobs_size_from_trainjob(const json_t *tj, struct jobs_size *out, np_error *e
 int jobs_size_check(int expect, const struct jobs_size *s, np_error *err);
 
 /* Read the owning job's spec (Job, PyTorchJob, JobSet and the TrainJob
- * owning it) and check expect against it.  A 403 or 404 only skips that
- * object: `note` then says what was not checked and why.  Other API errors
- * fail (NP_EK8S). */
-int jobs_check_expect(struct k8s_client *k, const char *ns, const struct jobs_pod *p,
-		      const struct jobs_rule *r, int expect, char *note, size_t note_len,
-		      np_error *err);
-
-/* The same from the pod's object as read from the API (one call site). */
+ * owning it) and check expect against it; `note` says what was checked.  A
+ * 403 or 404 only skips that object, and `note` says why.  Other API errors
+ * fail (NP_EK8S).  A pod of no known kind (--selector given) is not checked. */
 int jobs_check_pod_expect(struct k8s_client *k, const char *ns, const json_t *pod, int expect,
 			  char *note, size_t note_len, np_error *err);
 

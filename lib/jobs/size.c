@@ -149,9 +149,9 @@ static int check_path(struct k8s_client *k, const char *path, const char *what, 
 	return r;
 }
 
-int jobs_check_expect(struct k8s_client *k, const char *ns, const struct jobs_pod *p,
-		      const struct jobs_rule *r, int expect, char *note, size_t note_len,
-		      np_error *err)
+static int check_expect(struct k8s_client *k, const char *ns, const struct jobs_pod *p,
+			const struct jobs_rule *r, int expect, char *note, size_t note_len,
+			np_error *err)
 {
 	char path[1024], what[600];
 	note[0] = '\0';
@@ -234,7 +234,7 @@ int jobs_check_pod_expect(struct k8s_client *k, const char *ns, const json_t *po
 		jobs_pod_free(&p);
 		return 0;
 	}
-	int ret = jobs_check_expect(k, ns, &p, &r, expect, note, note_len, err);
+	int ret = check_expect(k, ns, &p, &r, expect, note, note_len, err);
 	jobs_pod_free(&p);
 	return ret;
 }
