@@ -289,8 +289,10 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	}
 	x->leader = ex_pod_matches(x->pod, x->leader_sel);
+	/* With --selector the user defines the job; its owner's spec may not. */
 	char spec_note[700];
-	if (jobs_check_pod_expect(x->k, x->ns, x->pod, o->expect, spec_note, sizeof(spec_note), err) < 0)
+	if (jobs_check_pod_expect(x->k, x->ns, x->pod, o->selector ? 0 : o->expect, spec_note,
+				  sizeof(spec_note), err) < 0)
 		goto out;
 	if (spec_note[0])
 		ex_log(x, EXCHANGE_INFO, "%s", spec_note);
