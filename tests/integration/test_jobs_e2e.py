@@ -343,3 +343,18 @@ def test_log_format_json_errors_too(make_cluster):
     assert p.rc == 5, p.stderr_text
     recs = [json.loads(line) for line in p.stderr_text.splitlines()]
     assert recs[-1]["level"] == "error" and recs[-1]["fields"]["exit_code"] == "5", recs[-1]
+
+
+def test_a_selector_given_by_the_user_skips_the_spec_check(make_cluster):
+    """--selector defines the job: three pods may be meant even if their
+    Job says two, so nicpick waits (and here times out) instead of refusing."""
+    c = make_cluster()
+    seed(c, [KindPod(c, i, f"train-{i}-ab", batch_labels(i)) for i in range(2)],
+         objects=[{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                   "spec": {"completions": 2,
+                            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
+    c.start_all("--expect", "3", "--selector", "batch.kubernetes.io/job-name=train",
+                "--log-interval", "2", "--timeout", "4")
+    c.wait_all(timeout=30)
+    assert [p.rc for p in c.pods] == [5, 5], diag(c)
+    assert "NICPICK_EXPECT (or --expect) is 3" not in c.logs()
