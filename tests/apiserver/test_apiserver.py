@@ -504,13 +504,14 @@ def test_rbac_role_from_deploy_yaml_allows_exactly_its_rules(role_api):
         "metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}}
     ).status == 201
     assert api.get(f"/apis/batch/v1/namespaces/{NS}/jobs/j").status == 404   # get: allowed
+    assert api.get(f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs/j").status == 404
     denied = [("DELETE", PODS + "/p", "delete", "pods", 'pods "p"', ""),
               ("GET", f"/api/v1/namespaces/{NS}/events", "list", "events", "events", ""),
               ("GET", f"/apis/batch/v1/namespaces/{NS}/jobs", "list", "jobs", "jobs.batch",
                "batch"),
               ("PATCH", PODS + "/p/status", "patch", "pods/status", 'pods "p"', ""),
-              ("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/j", "get",
-               "pytorchjobs", 'pytorchjobs.kubeflow.org "j"', "kubeflow.org")]
+              ("GET", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", "list",
+               "pytorchjobs", "pytorchjobs.kubeflow.org", "kubeflow.org")]
     for method, path, verb, what, head, group in denied:
         r = api.req(method, path, {} if method == "PATCH" else None,
                     ctype="application/merge-patch+json")
