@@ -104,7 +104,9 @@ static void non_indexed_job_is_refused_with_the_fix(void **state)
  * pkg/controller.v1/pytorch/envvar.go (setPodEnv: MASTER_ADDR=<job>-master-0
  * in every container only when the job has a Master) and
  * pkg/controller.v1/pytorch/pytorchjob_controller.go (IsMasterRole: v1.7
- * marks only the Master with job-role=master). */
+ * marks only the Master with job-role=master; kubeflow/training-operator
+ * pull request #1969, "isMaster fix", in v1.8, also marks worker 0 of a job
+ * without a Master). */
 #define PT_POD(name, type, idx, role, env)                                                    \
 	"{\"metadata\": {\"name\": \"" name "\", \"labels\": {"                               \
 	"\"training.kubeflow.org/operator-name\": \"pytorchjob-controller\","                 \
