@@ -12,6 +12,20 @@ PKGS     := libnl-3.0 libnl-route-3.0 libnl-genl-3.0 jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# STATIC=1 (set by `make static`): musl, and the dependencies that
+# scripts/static-deps.sh built from Debian's sources, libcurl linked in.
+STATIC_DIR  := build/static
+ifeq ($(STATIC),1)
+STATIC_DEPS := $(abspath $(STATIC_DIR)/deps)
+CC         := musl-gcc
+PKG_CFLAGS := -I$(STATIC_DEPS)/prefix/include -I$(STATIC_DEPS)/prefix/include/libnl3 \
+              -I$(STATIC_DEPS)/kernel-include -DCURL_STATICLIB -DK8S_CURL_STATIC \
+              -ffunction-sections -fdata-sections
+PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
+              -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson
+LDFLAGS    += -static -Wl,--gc-sections
+endif
+
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter \
             -Wno-format-truncation \
@@ -34,7 +48,7 @@ SMOKE_OBJ := $(SMOKE_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt
+.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps install
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -56,6 +70,22 @@ $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
 # The smoke companion: dynamically linked so that it can dlopen NCCL and
 # the CUDA runtime (lib/smoke/smoke.h says why it is a separate program).
 $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# `make static`: a fully static x86-64 build/static/nicpick (stripped), and
+# beside it the dynamically linked smoke companion when this tree has one.
+static-deps:
+	@scripts/static-deps.sh $(STATIC_DIR)/deps
+
+static: static-deps
+	@$(MAKE) --no-print-directory STATIC=1 BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
+	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
+	@if ! $(MAKE) -n $(BUILD)/nicpick-smoke 2>&1 | grep -q 'No rule to make target'; then \
+	  $(MAKE) --no-print-directory $(BUILD)/nicpick-smoke && \
+	  install -m 0755 $(BUILD)/nicpick-smoke $(STATIC_DIR)/nicpick-smoke; fi
+	@ls -l $(STATIC_DIR)/nicpick* | grep -v '\.debug'
+
+$(STATIC_DIR)/nicpick.debug: $(CMD_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c

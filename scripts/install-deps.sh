@@ -3,7 +3,8 @@
 set -eu
 need="gcc make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
 libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind ca-certificates
-curl unzip nodejs npm"
+curl unzip nodejs npm
+musl-tools dpkg-dev debian-archive-keyring bison flex cmake buildah podman runc"
 missing=""
 for p in $need; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"

@@ -728,7 +728,9 @@ int main(int argc, char **argv)
 	/* nicpick builds and frees one large JSON tree of small objects; with
 	 * fastbins glibc spends more time consolidating them than jansson
 	 * spends building (measured on 1,000 interfaces). */
+#ifdef M_MXFAST /* glibc; musl's malloc has no fastbins */
 	mallopt(M_MXFAST, 0);
+#endif
 	started_ms = np_now_ms();
 	if (argc < 2) {
 		fputs(usage_text, stderr);
