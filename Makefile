@@ -85,8 +85,8 @@ static: static-deps
 	  install -m 0755 $(BUILD)/nicpick-smoke $(STATIC_DIR)/nicpick-smoke; fi
 	@ls -l $(STATIC_DIR)/nicpick* | grep -v '\.debug'
 
-$(STATIC_DIR)/nicpick.debug: $(CMD_OBJ) $(BUILD)/libnicpick.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(STATIC_DIR)/nicpick.debug: $(CMD_OBJ) $(BUILD)/libnicpick.a $(wildcard $(STATIC_DIR)/deps/prefix/lib/*.a)
+	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libnicpick.a $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
