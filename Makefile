@@ -48,7 +48,7 @@ SMOKE_OBJ := $(SMOKE_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps install
+.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -75,15 +75,22 @@ $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
 # `make static`: a fully static x86-64 build/static/nicpick (stripped), and
 # beside it the dynamically linked smoke companion when this tree has one.
 static-deps:
+	@scripts/install-deps.sh static
 	@scripts/static-deps.sh $(STATIC_DIR)/deps
 
 static: static-deps
-	@$(MAKE) --no-print-directory STATIC=1 BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
+	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
 	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
-	@if ! $(MAKE) -n $(BUILD)/nicpick-smoke 2>&1 | grep -q 'No rule to make target'; then \
-	  $(MAKE) --no-print-directory $(BUILD)/nicpick-smoke && \
-	  install -m 0755 $(BUILD)/nicpick-smoke $(STATIC_DIR)/nicpick-smoke; fi
+	@if ! $(MAKE) -n SANITIZE= build/nicpick-smoke 2>&1 | grep -q 'No rule to make target'; then \
+	  $(MAKE) --no-print-directory SANITIZE= build/nicpick-smoke && \
+	  install -m 0755 build/nicpick-smoke $(STATIC_DIR)/nicpick-smoke; fi
 	@ls -l $(STATIC_DIR)/nicpick* | grep -v '\.debug'
+
+# `make image`: the release image (Dockerfile.release, FROM scratch) built
+# with buildah from build/static, written to build/image/nicpick-image.tar.
+IMAGE ?= nicpick:$(VERSION)
+image: static
+	@scripts/image.sh $(IMAGE) $(VERSION) $(GITREV)
 
 $(STATIC_DIR)/nicpick.debug: $(CMD_OBJ) $(BUILD)/libnicpick.a $(wildcard $(STATIC_DIR)/deps/prefix/lib/*.a)
 	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libnicpick.a $(LDLIBS)
@@ -147,6 +154,7 @@ test: deps
 	  fi; \
 	done
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory image
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory apiserver-test
 

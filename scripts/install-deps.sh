@@ -1,10 +1,12 @@
 #!/bin/sh
 # Install the Debian packages nicpick needs to build and test, if missing.
+# `install-deps.sh static`: only what `make static` needs.
 set -eu
-need="gcc make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
-libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind ca-certificates
-curl unzip nodejs npm
-musl-tools dpkg-dev debian-archive-keyring bison flex cmake buildah podman runc"
+static="gcc make musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
+need="$static pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
+libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
+curl unzip nodejs npm buildah podman runc"
+[ "${1:-}" = static ] && need=$static
 missing=""
 for p in $need; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"
