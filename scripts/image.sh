@@ -5,10 +5,11 @@
 # under build/image, as CONTAINERS.md describes for these machines: vfs,
 # cgroupfs, no default ulimits; podman runs it with runc.
 #
-#   scripts/image.sh TAG VERSION REVISION
+#   scripts/image.sh TAG VERSION REVISION [ARCHIVE]
 set -eu
 tag=$1 version=$2 revision=$3
 dir=build/image
+archive=${4:-$dir/nicpick-image.tar}
 mkdir -p "$dir"
 [ -x build/static/nicpick ] || { echo "nicpick: build/static/nicpick missing: run make static" >&2; exit 1; }
 for t in buildah podman runc; do
@@ -16,13 +17,15 @@ for t in buildah podman runc; do
 done
 "$(dirname "$0")/containers-env.sh" "$dir" >"$dir/env"
 . "$dir/env"
-rm -f "$dir/nicpick-image.tar"
+rm -f "$archive"
 # shellcheck disable=SC2086
 buildah $BUILDAH_OPTS bud -q --layers=false -t "$tag" -f Dockerfile.release \
 	--build-arg VERSION="$version" --build-arg REVISION="$revision" . >/dev/null
 # shellcheck disable=SC2086
-buildah $BUILDAH_OPTS push -q "$tag" "oci-archive:$dir/nicpick-image.tar:$tag"
-/usr/bin/python3 - "$dir/nicpick-image.tar" "$tag" <<'PY'
+buildah $BUILDAH_OPTS push -q "$tag" "oci-archive:$archive:$tag"
+# shellcheck disable=SC2086
+buildah $BUILDAH_OPTS rmi --prune >/dev/null 2>&1 || true  # the images this tag replaced
+/usr/bin/python3 - "$archive" "$tag" <<'PY'
 import gzip, json, sys, tarfile
 path, tag = sys.argv[1], sys.argv[2]
 with tarfile.open(path) as t:

@@ -19,9 +19,9 @@ import podnet
 ROOT = C.ROOT
 STATIC = ROOT / "build" / "static" / "nicpick"
 IMAGE_DIR = ROOT / "build" / "image"
-ARCHIVE = IMAGE_DIR / "nicpick-image.tar"
+ARCHIVE = IMAGE_DIR / "test-image.tar"  # `make image` writes nicpick-image.tar
 VERSION = (ROOT / "VERSION").read_text().strip()
-TAG = f"nicpick:{VERSION}"
+TAG = f"nicpick-test:{VERSION}"
 SIZE_GOAL = 10 << 20
 
 
@@ -40,7 +40,7 @@ def image():
     for tool in ("buildah", "podman", "runc"):
         require(shutil.which(tool), f"{tool} is not installed: run scripts/install-deps.sh")
     require(STATIC.is_file(), f"{STATIC} not found: run `make static`")
-    p = subprocess.run(["scripts/image.sh", TAG, VERSION, "test"], cwd=ROOT,
+    p = subprocess.run(["scripts/image.sh", TAG, VERSION, "test", str(ARCHIVE)], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     return ARCHIVE
@@ -78,6 +78,7 @@ def test_release_image_is_the_static_binary_alone(image):
     assert c["Entrypoint"] == ["/usr/local/bin/nicpick"]
     labels = c["Labels"]
     assert labels["org.opencontainers.image.title"] == "nicpick"
+    assert labels["org.opencontainers.image.description"]
     assert labels["org.opencontainers.image.version"] == VERSION
     assert labels["org.opencontainers.image.revision"] == "test"
     regular = sorted(n for n, m in files.items() if m.isfile())
