@@ -73,7 +73,7 @@ $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # `make static`: a fully static x86-64 build/static/nicpick (stripped), and
-# beside it the dynamically linked smoke companion when this tree has one.
+# beside it the smoke companion as a release ships it.
 static-deps:
 	@scripts/install-deps.sh static
 	@scripts/static-deps.sh $(STATIC_DIR)/deps
@@ -81,10 +81,16 @@ static-deps:
 static: static-deps
 	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
 	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
-	@if ! $(MAKE) -n SANITIZE= build/nicpick-smoke 2>&1 | grep -q 'No rule to make target'; then \
-	  $(MAKE) --no-print-directory SANITIZE= build/nicpick-smoke && \
-	  install -m 0755 build/nicpick-smoke $(STATIC_DIR)/nicpick-smoke; fi
-	@ls -l $(STATIC_DIR)/nicpick* | grep -v '\.debug'
+	@$(MAKE) --no-print-directory SANITIZE= $(STATIC_DIR)/nicpick-smoke
+	@ls -l $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick-smoke
+
+# The companion goes into whatever image trains: only glibc stays dynamic
+# (it must, to dlopen NCCL and CUDA), the project's libraries are linked in
+# from Debian's static archives, and it is stripped.
+$(STATIC_DIR)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@.debug $^ -Wl,--as-needed -Wl,-Bstatic $(PKG_LIBS) -Wl,-Bdynamic -ldl -lpthread
+	strip -o $@ $@.debug
 
 # `make image`: the release image (Dockerfile.release, FROM scratch) built
 # with buildah from build/static, written to build/image/nicpick-image.tar.

@@ -4,6 +4,7 @@ holds nothing but the binary, the service account's files and the
 no libc, no NSS, no CA bundle, no shell.  /proc and /sys are mounted as a
 container runtime mounts them."""
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -52,6 +53,19 @@ def test_static_binary_has_no_interpreter_and_no_dynamic_section(static_bin):
     assert PT_DYNAMIC not in types, "has a dynamic section (NEEDED libraries)"
     size = os.path.getsize(static_bin)
     assert size <= SIZE_GOAL, f"{size} bytes, over the {SIZE_GOAL} byte goal"
+
+
+def test_release_smoke_companion_needs_only_glibc(static_bin):
+    """nicpick-smoke ships beside the static nicpick into the training
+    image: glibc is the one library it may ask of that image."""
+    smoke = os.path.join(os.path.dirname(static_bin), "nicpick-smoke")
+    assert os.path.isfile(smoke), f"{smoke} missing: `make static` builds it"
+    d = subprocess.run(["readelf", "-dW", smoke], capture_output=True, text=True, check=True)
+    needed = re.findall(r"\(NEEDED\).*\[(.+?)\]", d.stdout)
+    assert needed == ["libc.so.6"], needed
+    sections = subprocess.run(["readelf", "-SW", smoke], capture_output=True, text=True,
+                              check=True).stdout
+    assert ".symtab" not in sections, "not stripped"
 
 
 @pytest.fixture
