@@ -11,9 +11,12 @@ def run(argv):
 
 
 def test_install_copies_itself_executable_and_identical(nicpick_bin, tmp_path):
+    alone = tmp_path / "alone"  # no companion beside it
+    alone.mkdir()
+    shutil.copy(nicpick_bin, alone / "nicpick")
     dest = tmp_path / "shared"
     dest.mkdir()
-    p = run([nicpick_bin, "install", str(dest)])
+    p = run([str(alone / "nicpick"), "install", str(dest)])
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(dest)) == ["nicpick"], "no temporaries, no companion that was not there"
     st = (dest / "nicpick").stat()
