@@ -2,8 +2,11 @@
 # Install the Debian packages nicpick needs to build and test, if missing.
 # `install-deps.sh static`: only what `make static` needs.
 set -eu
-static="gcc make musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
-need="$static pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
+# (the static nicpick's dependencies come from Debian's sources; the smoke
+# companion beside it links Debian's own static archives)
+static="gcc make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
+musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
+need="$static
 libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
 curl unzip nodejs npm buildah podman runc"
 [ "${1:-}" = static ] && need=$static
@@ -22,4 +25,4 @@ echo "nicpick: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $missing >/dev/null
