@@ -17,7 +17,8 @@ FROM debian:12 AS build
 ARG REVISION
 WORKDIR /src
 COPY . .
-RUN make static GITREV=$REVISION
+# make itself is not in the base image; install-deps.sh brings it.
+RUN scripts/install-deps.sh static && make static GITREV=$REVISION
 
 # Keep in step with Dockerfile.release (tests/integration/test_image.py checks).
 FROM scratch AS release
