@@ -9,23 +9,20 @@ Kubernetes API server and a cluster DNS server, and the /etc/hosts and
 
 The API server's name is in the pod's /etc/hosts (as hostAliases puts it);
 any other name goes to the DNS server through resolv.conf's search path."""
-import os
 import socket
 import struct
-import sys
 import threading
 
 import cluster as C
 import netns as netns_mod
 
-sys.path.insert(0, str(C.ROOT / "tests" / "apiserver"))
-
 API_ADDR = "10.78.0.1"
 DNS_ADDR = "10.78.0.53"
 NODE_ADDR = "10.78.0.2"
 API_HOST = "kube-api.test.internal"
-NAMESPACE = "default"
+NAMESPACE = "train"
 POD = "job-0"
+POD_TOKEN = "tok-job-0"  # the ServiceAccount of deploy/rbac.yaml, under its Role
 SA_DIR = "var/run/secrets/kubernetes.io/serviceaccount"
 
 HOSTS = (f"# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
@@ -76,7 +73,7 @@ class PodNet:
         self.server = self.dns = None
 
     def start(self):
-        from kubeapi import Server
+        from tools.kubeapi import Server
         self.api = self.factory.new("api")
         self.node = self.factory.new("node")
         netns_mod.veth(self.api, "eth0", self.node, "eth0", f"{API_ADDR}/24", f"{NODE_ADDR}/24")
@@ -88,12 +85,17 @@ class PodNet:
             return s
         self.dns = NxDns(C.in_netns(self.api.name, bind_dns))
         self.server = Server(state_dir=str(self.tmp / "apiserver"), listen=API_ADDR,
-                             sans=[API_ADDR, API_HOST])
+                             sans=[API_ADDR, API_HOST], namespace=NAMESPACE,
+                             user="system:admin", authorization="RBAC",
+                             tokens={POD_TOKEN: f"system:serviceaccount:{NAMESPACE}:"
+                                                f"{C.SERVICE_ACCOUNT}"})
         C.in_netns(self.api.name, self.server.start)
+        self.server.apply_manifests(str(C.RBAC_YAML), NAMESPACE)
         self.port = self.server.port
         self.url = f"https://{API_HOST}:{self.port}"
         self.ca_path = self.server.ca_path
-        self.token_path = os.path.join(self.server.state_dir, "token")
+        self.token_path = self.tmp / "pod-token"
+        self.token_path.write_text(POD_TOKEN + "\n")
         self.server.create_pod(NAMESPACE, {
             "metadata": {"name": POD, "labels": {
                 "batch.kubernetes.io/job-name": "job",
@@ -102,10 +104,11 @@ class PodNet:
             "status": {"phase": "Running"}})
         return self
 
-    def select_args(self, sa_dir="/" + SA_DIR, out_dir="/nicpick", server=None):
+    def select_args(self, sa_dir="/" + SA_DIR, out_dir="/nicpick", server=None, smoke="off"):
         """select --peers k8s as the pod runs it, with the service account's
-        files under sa_dir."""
-        return ["select", "--peers", "k8s", "--smoke", "off", "--out-dir", out_dir,
+        files under sa_dir (smoke None: nicpick's default)."""
+        return ["select", "--peers", "k8s", *(("--smoke", smoke) if smoke else ()),
+                "--out-dir", out_dir,
                 "--api-server", server or self.url, "--ca-file", f"{sa_dir}/ca.crt",
                 "--token-file", f"{sa_dir}/token", "--namespace", NAMESPACE,
                 "--pod-name", POD, "--expect", "1"]
