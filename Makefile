@@ -12,6 +12,20 @@ PKGS     := libnl-3.0 libnl-route-3.0 libnl-genl-3.0 jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# STATIC=1 (set by `make static`): musl, and the dependencies that
+# scripts/static-deps.sh built from Debian's sources, libcurl linked in.
+STATIC_DIR  := build/static
+ifeq ($(STATIC),1)
+STATIC_DEPS := $(abspath $(STATIC_DIR)/deps)
+CC         := musl-gcc
+PKG_CFLAGS := -I$(STATIC_DEPS)/prefix/include -I$(STATIC_DEPS)/prefix/include/libnl3 \
+              -I$(STATIC_DEPS)/kernel-include -DCURL_STATICLIB -DK8S_CURL_STATIC \
+              -ffunction-sections -fdata-sections
+PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
+              -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson
+LDFLAGS    += -static -Wl,--gc-sections
+endif
+
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter \
             -Wno-format-truncation \
@@ -34,7 +48,7 @@ SMOKE_OBJ := $(SMOKE_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt
+.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image image-full
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -57,6 +71,40 @@ $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
 # the CUDA runtime (lib/smoke/smoke.h says why it is a separate program).
 $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# `make static`: a fully static x86-64 build/static/nicpick (stripped), and
+# beside it the smoke companion as a release ships it.
+static-deps:
+	@scripts/install-deps.sh static
+	@scripts/static-deps.sh $(STATIC_DIR)/deps
+
+static: static-deps
+	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
+	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
+	@$(MAKE) --no-print-directory SANITIZE= $(STATIC_DIR)/nicpick-smoke
+	@ls -l $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick-smoke
+
+# The companion goes into whatever image trains: only glibc stays dynamic
+# (it must, to dlopen NCCL and CUDA), the project's libraries are linked in
+# from Debian's static archives, and it is stripped.
+$(STATIC_DIR)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@.debug $^ -Wl,--as-needed -Wl,-Bstatic $(PKG_LIBS) -Wl,-Bdynamic -ldl -lpthread
+	strip -o $@ $@.debug
+
+# `make image`: the release image (Dockerfile.release, FROM scratch) built
+# with buildah from build/static, written to build/image/nicpick-image.tar.
+IMAGE ?= nicpick:$(VERSION)
+image: static
+	@scripts/image.sh $(IMAGE) $(VERSION) $(GITREV)
+
+# `make image-full`: the whole Dockerfile, its build stage included, from a
+# debian:12 made locally with debootstrap (no registry needed); minutes.
+image-full:
+	@scripts/image-full.sh $(IMAGE) $(VERSION) $(GITREV)
+
+$(STATIC_DIR)/nicpick.debug: $(CMD_OBJ) $(BUILD)/libnicpick.a $(wildcard $(STATIC_DIR)/deps/prefix/lib/*.a)
+	$(CC) $(LDFLAGS) -o $@ $(CMD_OBJ) $(BUILD)/libnicpick.a $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -117,6 +165,7 @@ test: deps
 	  fi; \
 	done
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory image
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory apiserver-test
 

@@ -1,9 +1,15 @@
 #!/bin/sh
 # Install the Debian packages nicpick needs to build and test, if missing.
+# `install-deps.sh static`: only what `make static` needs.
 set -eu
-need="gcc make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
-libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind ca-certificates
-curl unzip nodejs npm"
+# (the static nicpick's dependencies come from Debian's sources; the smoke
+# companion beside it links Debian's own static archives)
+static="gcc libc6-dev linux-libc-dev make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
+musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
+need="$static
+libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
+curl unzip nodejs npm buildah podman runc"
+[ "${1:-}" = static ] && need=$static
 missing=""
 for p in $need; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing="$missing $p"
@@ -19,4 +25,4 @@ echo "nicpick: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $missing >/dev/null

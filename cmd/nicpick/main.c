@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "install/install.h"
 #include "policy/policy.h"
 #include "probe/probe.h"
 #include "util/arena.h"
@@ -31,6 +32,7 @@ static const char usage_text[] =
 	"       nicpick select --out-dir DIR [--peers k8s|none] [OPTIONS...]\n"
 	"       nicpick smoke --out-dir DIR [OPTIONS...]\n"
 	"       nicpick smoke --rank R --world-size N --comm-id ADDR:PORT [--interface IF]\n"
+	"       nicpick install DIR\n"
 	"       nicpick version\n"
 	"\n"
 	"select:\n"
@@ -75,6 +77,9 @@ static const char usage_text[] =
 	"logging:\n"
 	"  --log-format text|json text (default), or one JSON object per line: time, level,\n"
 	"                         pod, phase, message, fields\n"
+	"install:\n"
+	"  DIR                    copy nicpick, and nicpick-smoke when it is beside it,\n"
+	"                         into the existing directory DIR (a shared volume)\n"
 	"sources (tests, offline replay):\n"
 	"  --snapshot FILE        decide from a saved `nicpick discover --json`\n"
 	"  --sysfs DIR            read sysfs from DIR instead of /sys\n"
@@ -846,12 +851,33 @@ static int cmd_select(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_install(int argc, char **argv)
+{
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (argc != 2 || argv[1][0] == '-')
+		return usage_error("%s", argc < 2 ? "install: DIR is required"
+				   : argc > 2 ? "install: expected one DIR"
+					      : "install takes no options");
+	np_error err = { 0 };
+	struct install_result r;
+	if (install_self("/proc/self/exe", argv[1], &r, &err) < 0)
+		return fail(&err);
+	for (int i = 0; i < r.n; i++)
+		fprintf(stderr, "nicpick: installed %s\n", r.paths[i]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* nicpick builds and frees one large JSON tree of small objects; with
 	 * fastbins glibc spends more time consolidating them than jansson
 	 * spends building (measured on 1,000 interfaces). */
+#ifdef M_MXFAST /* glibc; musl's malloc has no fastbins */
 	mallopt(M_MXFAST, 0);
+#endif
 	started_ms = np_now_ms();
 	/* Before parsing, so that a usage error is already in the chosen format. */
 	for (int i = 1; i < argc; i++) {
@@ -880,5 +906,7 @@ int main(int argc, char **argv)
 		return cmd_select(argc - 1, argv + 1);
 	if (strcmp(cmd, "smoke") == 0)
 		return cmd_smoke(argc - 1, argv + 1);
+	if (strcmp(cmd, "install") == 0)
+		return cmd_install(argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

@@ -3,12 +3,39 @@
  * LDAP, ...) cost about 5 ms of dynamic linking at every start, more than
  * all of `nicpick discover` on a normal node, which never talks HTTP.
  * The table is typed from the real prototypes, so a mismatch is a compile
- * error; a missing library is a clear error, not a crash. */
-#include <dlfcn.h>
+ * error; a missing library is a clear error, not a crash.
+ * The static build (`make static`, -DK8S_CURL_STATIC) has libcurl linked
+ * in and no dynamic linker: the table points at it directly. */
 #include <pthread.h>
 #include <stdio.h>
 
 #include "k8s/k8s_priv.h"
+
+#ifdef K8S_CURL_STATIC
+struct k8s_curl_api k8s_curl = {
+	.loaded = true,
+	.global_init = curl_global_init,
+	.global_cleanup = curl_global_cleanup,
+	.easy_init = curl_easy_init,
+	.easy_cleanup = curl_easy_cleanup,
+	.easy_reset = curl_easy_reset,
+	.easy_perform = curl_easy_perform,
+	.easy_setopt = curl_easy_setopt,
+	.easy_getinfo = curl_easy_getinfo,
+	.easy_strerror = curl_easy_strerror,
+	.easy_escape = curl_easy_escape,
+	.free = curl_free,
+	.slist_append = curl_slist_append,
+	.slist_free_all = curl_slist_free_all,
+};
+
+int k8s_curl_load(np_error *err)
+{
+	(void)err;
+	return 0;
+}
+#else
+#include <dlfcn.h>
 
 struct k8s_curl_api k8s_curl;
 
@@ -55,3 +82,4 @@ int k8s_curl_load(np_error *err)
 	return np_error_set(err, NP_EINTERNAL, 0,
 			    "cannot load libcurl (%s): install libcurl4 to use --peers k8s", load_error);
 }
+#endif

@@ -1,0 +1,156 @@
+"""The static release binary (`make static`) on a root file system that
+holds nothing but the binary, the service account's files and the
+/etc/hosts and /etc/resolv.conf a pod has (chroot, in a network namespace):
+no libc, no NSS, no CA bundle, no shell.  /proc and /sys are mounted as a
+container runtime mounts them."""
+import os
+import re
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+import cluster as C
+import podnet
+
+STATIC = os.environ.get("NICPICK_STATIC") or str(C.ROOT / "build" / "static" / "nicpick")
+SIZE_GOAL = 5 << 20
+
+
+@pytest.fixture(scope="module")
+def static_bin():
+    if not os.path.isfile(STATIC):
+        msg = f"{STATIC} not found: run `make static`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return STATIC
+
+
+def elf_program_headers(path):
+    """(e_machine, [p_type, ...]) of an ELF64 little-endian file."""
+    with open(path, "rb") as f:
+        ident = f.read(64)
+        assert ident[:4] == b"\x7fELF" and ident[4] == 2 and ident[5] == 1, "not ELF64 LE"
+        e_machine = struct.unpack_from("<H", ident, 18)[0]
+        e_phoff, = struct.unpack_from("<Q", ident, 32)
+        e_phentsize, e_phnum = struct.unpack_from("<HH", ident, 54)
+        types = []
+        for i in range(e_phnum):
+            f.seek(e_phoff + i * e_phentsize)
+            types.append(struct.unpack("<I", f.read(4))[0])
+    return e_machine, types
+
+
+PT_DYNAMIC, PT_INTERP, EM_X86_64 = 2, 3, 62
+
+
+def test_static_binary_has_no_interpreter_and_no_dynamic_section(static_bin):
+    machine, types = elf_program_headers(static_bin)
+    assert machine == EM_X86_64
+    assert PT_INTERP not in types, "has a program interpreter"
+    assert PT_DYNAMIC not in types, "has a dynamic section (NEEDED libraries)"
+    size = os.path.getsize(static_bin)
+    assert size <= SIZE_GOAL, f"{size} bytes, over the {SIZE_GOAL} byte goal"
+
+
+def test_release_smoke_companion_needs_only_glibc(static_bin):
+    """nicpick-smoke ships beside the static nicpick into the training
+    image: glibc is the one library it may ask of that image."""
+    smoke = os.path.join(os.path.dirname(static_bin), "nicpick-smoke")
+    assert os.path.isfile(smoke), f"{smoke} missing: `make static` builds it"
+    d = subprocess.run(["readelf", "-dW", smoke], capture_output=True, text=True, check=True)
+    needed = re.findall(r"\(NEEDED\).*\[(.+?)\]", d.stdout)
+    assert needed == ["libc.so.6"], needed
+    sections = subprocess.run(["readelf", "-SW", smoke], capture_output=True, text=True,
+                              check=True).stdout
+    assert ".symtab" not in sections, "not stripped"
+
+
+@pytest.fixture
+def pod_root(tmp_path, static_bin):
+    """root/: nicpick, etc/hosts, etc/resolv.conf, mount points, an emptyDir."""
+    root = tmp_path / "root"
+    for d in ("etc", "proc", "sys", "nicpick", podnet.SA_DIR):
+        (root / d).mkdir(parents=True)
+    shutil.copy(static_bin, root / "nicpick" / "nicpick")
+    (root / "etc" / "hosts").write_text(podnet.HOSTS)
+    (root / "etc" / "resolv.conf").write_text(podnet.RESOLV)
+    return root
+
+
+@pytest.fixture
+def net(netns, tmp_path):
+    n = podnet.PodNet(netns, tmp_path).start()
+    yield n
+    n.close()
+
+
+def in_root(ns, root, *args, timeout=60):
+    """/nicpick/nicpick ARGS chrooted into root, in namespace ns, with a
+    pod's environment; the mounts vanish with `ip netns exec`'s own mount
+    namespace."""
+    script = ('mount --rbind /sys "$1/sys" && mount -t proc proc "$1/proc" && '
+              'exec chroot "$@"')
+    return subprocess.run(["ip", "netns", "exec", ns.name, "sh", "-c", script, "sh",
+                           str(root), "/nicpick/nicpick", *args],
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME": podnet.POD},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def install_sa(net, root):
+    sa = root / podnet.SA_DIR
+    shutil.copy(net.ca_path, sa / "ca.crt")
+    shutil.copy(net.token_path, sa / "token")
+    (sa / "namespace").write_text(podnet.NAMESPACE)
+
+
+def test_static_discover_in_an_empty_root(net, pod_root):
+    p = in_root(net.node, pod_root, "discover")
+    assert p.returncode == 0, p.stderr
+    rows = {l.split()[0]: l for l in p.stdout.splitlines()[1:]}
+    assert set(rows) == {"lo", "eth0"}, p.stdout
+    assert podnet.NODE_ADDR + "/24" in rows["eth0"] and "usable" in rows["eth0"], p.stdout
+    j = in_root(net.node, pod_root, "discover", "--json")
+    assert j.returncode == 0 and j.stdout.startswith("["), j.stderr
+
+
+def test_static_select_through_the_api_server_by_host_name(net, pod_root):
+    install_sa(net, pod_root)
+    p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "30")
+    assert p.returncode == 0, p.stderr
+    env = (pod_root / "nicpick" / "nccl.env").read_text()
+    assert "NCCL_SOCKET_IFNAME='=eth0'" in env, env
+    res = net.result_annotation()
+    assert res and "eth0" in res, res
+    # The name came from /etc/hosts: nothing about it was asked of DNS.
+    assert not any(podnet.API_HOST in n for n in net.dns.names), net.dns.names
+
+
+def test_static_verifies_tls_against_the_ca_file(net, pod_root, tmp_path):
+    install_sa(net, pod_root)
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(other / "k"),
+                    "-out", str(pod_root / podnet.SA_DIR / "ca.crt"), "-days", "1",
+                    "-subj", "/CN=another-ca"], check=True, capture_output=True, timeout=60)
+    p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "10")
+    assert p.returncode == 5, p.stderr
+    assert "Cert verify failed: BADCERT_NOT_TRUSTED" in p.stderr, p.stderr
+    assert net.result_annotation() is None
+    assert not (pod_root / "nicpick" / "nccl.env").exists()
+
+
+def test_static_unknown_api_host_fails_with_exit_5(net, pod_root):
+    install_sa(net, pod_root)
+    url = f"https://nosuch.test.internal:{net.port}"
+    p = in_root(net.node, pod_root, *net.select_args(server=url), "--timeout", "5")
+    assert p.returncode == 5, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "nicpick: error:" in last and "nosuch.test.internal" in last, p.stderr
+    assert "Could not resolve host" in last, p.stderr
+    # resolv.conf was read: the search path went to the cluster DNS.
+    assert "nosuch.test.internal.svc.cluster.local" in net.dns.names, net.dns.names
+    assert not (pod_root / "nicpick" / "nccl.env").exists()
