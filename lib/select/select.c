@@ -223,6 +223,32 @@ static void publish(const struct select_opts *o, const struct select_result *r, 
 
 static int run(const struct select_opts *o, struct select_result *r, np_error *err);
 
+/* The gatherer names a rank: its pod and address on the agreed rail. */
+static void rank_name(void *ud, int rank, char *buf, size_t len)
+{
+	const struct select_result *r = ud;
+	const struct agree_rail *rail = &r->ex.decision.rails[0];
+	const char *gatherer = NULL;
+	for (size_t i = 0; i < rail->n_assign; i++) {
+		struct agree_rank rk;
+		np_error e = { 0 };
+		if (!gatherer) {
+			/* rank 0 is the gatherer: the pod whose address is the root */
+			for (size_t j = 0; j < rail->n_assign; j++)
+				if (strcmp(rail->assign[j].addr, r->ex.root_addr) == 0)
+					gatherer = rail->assign[j].pod;
+			if (!gatherer)
+				break;
+		}
+		if (agree_rail_rank(rail, gatherer, rail->assign[i].pod, &rk, &e) == 0 &&
+		    rk.rank == rank) {
+			snprintf(buf, len, "%s, %s", rail->assign[i].pod, rail->assign[i].addr);
+			return;
+		}
+	}
+	buf[0] = '\0';
+}
+
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err)
 {
 	int ret = run(o, r, err);
@@ -291,6 +317,8 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.ifname = n->name,
 		.ib_hca = c.ib_hca,
 		.min_mbps = r->agreed ? r->ex.min_mbps : n->eff_speed_mbps,
+		.rank_name = r->agreed && r->ex.has_decision && r->ex.decision.n_rails ? rank_name : NULL,
+		.rank_ud = r,
 	};
 	int smoke_ret = select_smoke(o, &plan, &env, &r->smoke, err);
 	if (o->ex.log && r->smoke.status != SMOKE_SKIPPED) {

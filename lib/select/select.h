@@ -60,6 +60,10 @@ struct select_smoke_plan {
 	const char *ifname;    /* this pod's agreed interface */
 	const char *ib_hca;    /* NCCL_IB_HCA without '=', or NULL */
 	long min_mbps;         /* the agreed network's slowest link, -1 unknown */
+	/* Optional: a rank's pod and address, to name a suspect link (the
+	 * gatherer knows every pod's; NULL elsewhere). */
+	void (*rank_name)(void *ud, int rank, char *buf, size_t len);
+	void *rank_ud;
 };
 
 /* Run (or skip) the smoke all-reduce with env; fills rep.  0 when it

@@ -42,11 +42,32 @@ static int skip(struct smoke_report *rep, const char *why)
 	return 0;
 }
 
+/* With three or more pods, the incoming ring link much slower than the
+ * rest, named by rank (and by pod and address where this pod knows them). */
+static void name_suspect(const struct select_smoke_plan *p, struct smoke_report *rep)
+{
+	double gbps = 0, median = 0;
+	rep->suspect = rep->ran ? smoke_ring_suspect(&rep->result, &gbps, &median) : -1;
+	if (rep->suspect < 0)
+		return;
+	int s = rep->suspect, from = (s + rep->world - 1) % rep->world;
+	char a[160] = "", b[160] = "";
+	if (p->rank_name) {
+		p->rank_name(p->rank_ud, s, a, sizeof(a));
+		p->rank_name(p->rank_ud, from, b, sizeof(b));
+	}
+	snprintf(rep->suspect_text, sizeof(rep->suspect_text),
+		 "suspect: the link into rank %d%s%s%s from rank %d%s%s%s carries %.2f GB/s, the ring's median is %.2f GB/s",
+		 s, a[0] ? " (" : "", a, a[0] ? ")" : "", from, b[0] ? " (" : "", b, b[0] ? ")" : "",
+		 gbps, median);
+}
+
 int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		 const struct outputs_env *env, struct smoke_report *rep, np_error *err)
 {
 	bool required = strcmp(o->smoke_mode, "required") == 0;
 	int64_t t0 = np_now_ms();
+	rep->suspect = -1;
 	rep->rank = p->rank;
 	rep->world = p->world;
 	select_comm_id(p->root_addr, o->smoke_port, rep->comm_id, sizeof(rep->comm_id));
@@ -137,6 +158,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	else
 		remove_dir(log_dir);
 	rep->verdict_ms = np_now_ms() - t0;
+	name_suspect(p, rep);
 
 	if (ret == 0 && !rep->result.ok && rep->result.unavailable && !required)
 		return skip(rep, rep->result.error);
@@ -154,6 +176,9 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	if (ret < 0 || smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr) < 0) {
 		rep->status = SMOKE_FAILED;
 		snprintf(rep->reason, sizeof(rep->reason), "%s", serr.msg);
+		if (rep->suspect >= 0)
+			snprintf(rep->reason + strlen(rep->reason),
+				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->suspect_text);
 		if (p->world > 1 && rep->ran && rep->result.phase == SMOKE_PHASE_INIT)
 			snprintf(rep->reason + strlen(rep->reason),
 				 sizeof(rep->reason) - strlen(rep->reason),
@@ -164,5 +189,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	}
 	rep->status = SMOKE_PASSED;
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
+	if (rep->suspect >= 0 && o->ex.log)
+		o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->suspect_text);
 	return 0;
 }

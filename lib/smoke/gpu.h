@@ -19,6 +19,11 @@ struct smoke_nccl_api {
 	__typeof__(&ncclCommAbort) CommAbort;
 	__typeof__(&ncclCommDestroy) CommDestroy;
 	__typeof__(&ncclAllReduce) AllReduce;
+	__typeof__(&ncclAllGather) AllGather;
+	__typeof__(&ncclSend) Send;
+	__typeof__(&ncclRecv) Recv;
+	__typeof__(&ncclGroupStart) GroupStart;
+	__typeof__(&ncclGroupEnd) GroupEnd;
 	__typeof__(&ncclGetErrorString) GetErrorString;
 	__typeof__(&ncclGetLastError) GetLastError; /* optional (2.13+) */
 };

@@ -79,6 +79,14 @@ extern ncclResult_t ncclCommDestroy(ncclComm_t comm);
 extern ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 				  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
 				  cudaStream_t stream);
+extern ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+				  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+extern ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+			     ncclComm_t comm, cudaStream_t stream);
+extern ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+			     ncclComm_t comm, cudaStream_t stream);
+extern ncclResult_t ncclGroupStart(void);
+extern ncclResult_t ncclGroupEnd(void);
 extern const char *ncclGetErrorString(ncclResult_t result);
 extern const char *ncclGetLastError(ncclComm_t comm);
 #endif

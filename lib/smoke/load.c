@@ -200,12 +200,13 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 	static const char *const nccl_names[] = {
 		"ncclGetVersion", "ncclGetUniqueId",	"ncclCommInitRankConfig",
 		"ncclCommGetAsyncError", "ncclCommFinalize", "ncclCommAbort", "ncclCommDestroy",
-		"ncclAllReduce",  "ncclGetErrorString", "ncclGetLastError",
+		"ncclAllReduce",  "ncclAllGather", "ncclSend", "ncclRecv", "ncclGroupStart",
+		"ncclGroupEnd", "ncclGetErrorString", "ncclGetLastError",
 	};
 	_Static_assert(sizeof(nccl_names) / sizeof(nccl_names[0]) ==
 			       sizeof(struct smoke_nccl_api) / sizeof(void *),
 		       "one name per NCCL slot");
-	if (load_syms(l->nccl_h, l->nccl_path, nccl_names, (void **)&l->nccl, 9, 10, err) < 0) {
+	if (load_syms(l->nccl_h, l->nccl_path, nccl_names, (void **)&l->nccl, 14, 15, err) < 0) {
 		r->unavailable = SMOKE_NO_NCCL;
 		return np_error_wrap(err, "NCCL 2.14 or later is needed (non-blocking init)");
 	}

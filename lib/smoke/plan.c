@@ -1,6 +1,7 @@
 /* The pure parts of the smoke test: what it runs, what it expects, and the
  * verdict. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -126,4 +127,29 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		}
 	}
 	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+int smoke_ring_suspect(const struct smoke_result *r, double *gbps, double *median)
+{
+	if (r->n_ring < 3)
+		return -1;
+	static double v[SMOKE_RING_MAX];
+	memcpy(v, r->ring_gbps, r->n_ring * sizeof(double));
+	qsort(v, r->n_ring, sizeof(double), cmp_double);
+	double med = r->n_ring % 2 ? v[r->n_ring / 2] : (v[r->n_ring / 2 - 1] + v[r->n_ring / 2]) / 2;
+	int worst = -1;
+	for (size_t i = 0; i < r->n_ring; i++)
+		if (r->ring_gbps[i] < med / 3 && (worst < 0 || r->ring_gbps[i] < r->ring_gbps[worst]))
+			worst = (int)i;
+	if (worst >= 0) {
+		*gbps = r->ring_gbps[worst];
+		*median = med;
+	}
+	return worst;
 }

@@ -78,6 +78,15 @@ struct json_t *smoke_report_to_json(const struct smoke_report *s)
 	json_object_set_new(o, "gpu", json_pack("{s:s, s:s, s:i}", "model", r->gpu, "bus",
 						r->gpu_bus, "visible", r->gpu_count));
 	json_object_set_new(o, "nccl_log", log_json(&s->log));
+	if (r->n_ring) {
+		json_t *ring = json_array();
+		for (size_t i = 0; ring && i < r->n_ring; i++)
+			json_array_append_new(ring, json_real(r->ring_gbps[i]));
+		json_object_set_new(o, "ring_in_gbps", ring);
+	}
+	if (s->suspect >= 0)
+		json_object_set_new(o, "suspect", json_pack("{s:i, s:s}", "rank", s->suspect, "text",
+							     s->suspect_text));
 	if (s->debug_dir[0])
 		json_object_set_new(o, "nccl_debug_dir", json_string(s->debug_dir));
 	return o;

@@ -21,14 +21,17 @@ int smoke_result_to_json(const struct smoke_result *r, char **json, np_error *er
 	json_t *sizes = json_array();
 	for (size_t i = 0; sizes && i < r->n_sizes && i < SMOKE_SIZES_MAX; i++)
 		json_array_append_new(sizes, size_to_json(&r->sizes[i]));
+	json_t *ring = json_array();
+	for (size_t i = 0; ring && i < r->n_ring && i < SMOKE_RING_MAX; i++)
+		json_array_append_new(ring, json_real(r->ring_gbps[i]));
 	json_t *o = json_pack(
-		"{s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:{s:i, s:s}, s:{s:i, s:i, s:s}, s:{s:s, s:s, s:i}, s:I, s:I, s:o}",
+		"{s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:{s:i, s:s}, s:{s:i, s:i, s:s}, s:{s:s, s:s, s:i}, s:I, s:I, s:o, s:o}",
 		"v", SMOKE_RESULT_VERSION, "ok", r->ok, "phase", smoke_phase_name(r->phase), "error",
 		r->error, "unavailable", smoke_unavailable_name(r->unavailable), "rank", r->rank,
 		"world", r->world, "nccl", "version", r->nccl_version, "path", r->nccl_path, "cuda",
 		"driver", r->cuda_driver, "runtime", r->cuda_runtime, "path", r->cudart_path, "gpu",
 		"name", r->gpu, "bus", r->gpu_bus, "count", r->gpu_count, "init_ms",
-		(json_int_t)r->init_ms, "total_ms", (json_int_t)r->total_ms, "sizes", sizes);
+		(json_int_t)r->init_ms, "total_ms", (json_int_t)r->total_ms, "sizes", sizes, "ring", ring);
 	if (!o)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build the smoke result (bad text?)");
 	*json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
@@ -159,7 +162,7 @@ static int parse_obj(struct rd *rd, const json_t *o, struct smoke_result *r)
 {
 	static const char *const keys[] = { "v",     "ok",   "phase", "error", "unavailable",
 					    "rank",  "world", "nccl", "cuda",  "gpu",
-					    "init_ms", "total_ms", "sizes", NULL };
+					    "init_ms", "total_ms", "sizes", "ring", NULL };
 	static const char *const nccl_keys[] = { "version", "path", NULL };
 	static const char *const cuda_keys[] = { "driver", "runtime", "path", NULL };
 	static const char *const gpu_keys[] = { "name", "bus", "count", NULL };
@@ -235,6 +238,20 @@ static int parse_obj(struct rd *rd, const json_t *o, struct smoke_result *r)
 		if (parse_size(rd, json_array_get(sizes, i), &r->sizes[i]) < 0)
 			return -1;
 	r->n_sizes = json_array_size(sizes);
+	const json_t *ring = json_object_get(o, "ring");
+	if (!json_is_array(ring))
+		return bad(rd, "\"ring\" is not an array");
+	if (json_array_size(ring) > SMOKE_RING_MAX ||
+	    (json_array_size(ring) && json_array_size(ring) != (size_t)r->world))
+		return bad(rd, "\"ring\" has %zu figures for %d ranks", json_array_size(ring), r->world);
+	for (size_t i = 0; i < json_array_size(ring); i++) {
+		const json_t *fig = json_array_get(ring, i);
+		double x = json_number_value(fig);
+		if (!json_is_number(fig) || !isfinite(x) || x < 0 || x > 1e6)
+			return bad(rd, "\"ring\" figure %zu is not a bandwidth", i);
+		r->ring_gbps[i] = x;
+	}
+	r->n_ring = json_array_size(ring);
 	if (r->ok && (r->phase != SMOKE_PHASE_DONE || r->unavailable))
 		return bad(rd, "\"ok\" with phase %s", smoke_phase_name(r->phase));
 	return 0;

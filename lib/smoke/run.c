@@ -201,6 +201,83 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 	return 0;
 }
 
+/* One ring step, timed on every rank: send to rank+1, receive from rank-1.
+ * A rank's time is set by its incoming link, so a slow link shows on the
+ * rank behind it; an all-gather then gives every rank every figure. */
+static int ring_run(struct rank *k, long bytes, np_error *err)
+{
+	const struct smoke_nccl_api *n = &k->l->nccl;
+	int w = k->o->world, me = k->o->rank;
+	size_t count = (size_t)bytes / sizeof(float);
+	float *recv = NULL, *all = NULL, *mine = NULL;
+	int ret = -1;
+	cudaError_t ce = k->l->cuda.Malloc((void **)&recv, (size_t)bytes);
+	if (ce == cudaSuccess)
+		ce = k->l->cuda.Malloc((void **)&all, (size_t)w * sizeof(float) + sizeof(float));
+	if (ce != cudaSuccess) {
+		np_error_set(err, NP_ESMOKE, 0, "cannot allocate the ring buffers: %s",
+			     k->l->cuda.GetErrorString(ce));
+		goto out;
+	}
+	mine = all + w; /* one float after the gathered ones */
+	double best = 0;
+	for (int it = 0; it < 3; it++) {
+		double t0 = now_us();
+		ncclResult_t nr = n->GroupStart();
+		if (nr == ncclSuccess)
+			nr = n->Send(k->dev, count, ncclFloat32, (me + 1) % w, k->comm, k->stream);
+		if (nr == ncclSuccess)
+			nr = n->Recv(recv, count, ncclFloat32, (me + w - 1) % w, k->comm, k->stream);
+		ncclResult_t ge = n->GroupEnd();
+		if (nr != ncclSuccess) {
+			nccl_fail(k, nr, "ring step", err);
+			goto out;
+		}
+		if (ge == ncclInProgress ? wait_comm(k, "ring step", err) < 0
+					 : ge != ncclSuccess ? nccl_fail(k, ge, "ring step", err) < 0 : 0)
+			goto out;
+		if (wait_stream(k, "ring step", err) < 0)
+			goto out;
+		double us = now_us() - t0;
+		double gbps = us > 0 ? (double)bytes / (us * 1e3) : 0;
+		if (gbps > best)
+			best = gbps;
+	}
+	float f = (float)best;
+	ce = k->l->cuda.Memcpy(mine, &f, sizeof(f), cudaMemcpyHostToDevice);
+	if (ce != cudaSuccess) {
+		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+		goto out;
+	}
+	ncclResult_t nr = n->AllGather(mine, all, 1, ncclFloat32, k->comm, k->stream);
+	if (nr == ncclInProgress ? wait_comm(k, "ring all-gather", err) < 0
+				 : nr != ncclSuccess ? nccl_fail(k, nr, "ring all-gather", err) < 0 : 0)
+		goto out;
+	if (wait_stream(k, "ring all-gather", err) < 0)
+		goto out;
+	float *host = malloc((size_t)w * sizeof(float));
+	if (!host) {
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "ring figures");
+		goto out;
+	}
+	ce = k->l->cuda.Memcpy(host, all, (size_t)w * sizeof(float), cudaMemcpyDeviceToHost);
+	for (int i = 0; ce == cudaSuccess && i < w; i++)
+		k->r->ring_gbps[i] = host[i];
+	free(host);
+	if (ce != cudaSuccess) {
+		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+		goto out;
+	}
+	k->r->n_ring = (size_t)w;
+	ret = 0;
+out:
+	if (ret == 0) {
+		k->l->cuda.Free(recv);
+		k->l->cuda.Free(all);
+	}
+	return ret;
+}
+
 int smoke_rank_run(const struct smoke_libs *l, const struct smoke_run_opts *o,
 		   struct smoke_result *r, np_error *err)
 {
@@ -265,6 +342,9 @@ int smoke_rank_run(const struct smoke_libs *l, const struct smoke_run_opts *o,
 		if (r->sizes[i].wrong)
 			break;
 	}
+	if (o->world >= 3 && o->world <= SMOKE_RING_MAX && r->n_sizes && !r->sizes[r->n_sizes - 1].wrong &&
+	    ring_run(&k, max < SMOKE_RING_BYTES ? max : SMOKE_RING_BYTES, err) < 0)
+		goto out;
 	r->phase = SMOKE_PHASE_DONE;
 	ret = 0;
 out:

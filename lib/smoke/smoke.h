@@ -32,13 +32,15 @@
 #include "util/err.h"
 
 #define SMOKE_RESULT_VERSION 1
-#define SMOKE_RESULT_MAX_BYTES 16384
+#define SMOKE_RESULT_MAX_BYTES 65536
 #define SMOKE_DEFAULT_PORT 29418
 #define SMOKE_DEFAULT_BYTES (64L << 20)
 #define SMOKE_MIN_BYTES 4096L
 #define SMOKE_SIZES_MAX 8
 #define SMOKE_PATH_MAX 512
 #define SMOKE_TEXT_MAX 512
+#define SMOKE_RING_MAX 1024    /* ranks whose incoming links are measured */
+#define SMOKE_RING_BYTES (8L << 20)
 
 enum smoke_phase {
 	SMOKE_PHASE_LOAD,      /* loading libnccl / libcudart */
@@ -86,7 +88,17 @@ struct smoke_result {
 	int64_t init_ms, total_ms;
 	size_t n_sizes;
 	struct smoke_size sizes[SMOKE_SIZES_MAX];
+	/* With 3 or more ranks: each rank's incoming ring link, GB/s, as every
+	 * rank measured its receive from rank-1 in one ring step (all ranks
+	 * learn all figures through an all-gather).  Empty otherwise. */
+	size_t n_ring;
+	double ring_gbps[SMOKE_RING_MAX];
 };
+
+/* The rank whose incoming link (from rank-1) is much slower than the
+ * median of all (below a third of it), or -1.  *gbps and *median are set
+ * when one is found. */
+int smoke_ring_suspect(const struct smoke_result *r, double *gbps, double *median);
 
 /* "2.28.9" from 22809 (and 2.8.4 from 2804, the pre-2.9 encoding). */
 void smoke_nccl_version_text(int code, char *buf, size_t len);
@@ -221,6 +233,8 @@ struct smoke_report {
 	double min_busbw;
 	char min_busbw_why[128];
 	int64_t verdict_ms; /* from the start of the step to the verdict */
+	int suspect;        /* smoke_ring_suspect(), -1 none */
+	char suspect_text[512]; /* "the link into rank 2 (pod, node) from rank 1 ..." */
 	bool ran;           /* result and log are filled */
 	struct smoke_result result;
 	struct smoke_log log;

@@ -18,6 +18,7 @@
  *   wrong-if    the log says NCCL used FAKEGPU_IF (e.g. cni0)
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
+ *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
  * FAKEGPU_DIR: directory shared by the ranks (required for world > 1). */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,14 +40,21 @@ struct ncclComm {
 	bool aborted;
 };
 
+enum op { OP_NONE, OP_ALLREDUCE, OP_P2P, OP_ALLGATHER };
+
 struct CUstream_st {
-	/* a pending all-reduce */
+	/* the pending operation */
+	enum op op;
 	float *buf;
 	size_t count;
 	int seq;
+	int peer; /* OP_P2P: receive from */
 	struct ncclComm *comm;
 	int64_t ready_at_ms;
 };
+
+static int group_depth;
+static int group_seq;
 
 static int seq_no;
 
@@ -197,27 +205,69 @@ static bool all_present(const char *what, int seq, int world)
 	return true;
 }
 
-/* Complete a pending all-reduce once every rank's buffer is there. */
+static size_t read_file(const char *p, void *buf, size_t len)
+{
+	int fd = open(p, O_RDONLY);
+	size_t off = 0;
+	while (fd >= 0 && off < len) {
+		ssize_t n = read(fd, (char *)buf + off, len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	if (fd >= 0)
+		close(fd);
+	return off;
+}
+
+static void write_file(const char *p, const void *buf, size_t len)
+{
+	char tmp[1100];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+	int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	size_t off = 0;
+	while (fd >= 0 && off < len) {
+		ssize_t n = write(fd, (const char *)buf + off, len - off);
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	if (fd >= 0)
+		close(fd);
+	rename(tmp, p);
+}
+
+/* Complete the pending operation once every rank's part is there. */
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
-	if (!s->buf)
+	if (s->op == OP_NONE)
 		return cudaSuccess;
-	if (now_ms() < s->ready_at_ms || !all_present("buf", s->seq, s->comm->world))
+	if (now_ms() < s->ready_at_ms)
 		return cudaErrorNotReady;
+	char p[1024];
+	if (s->op == OP_P2P) {
+		snprintf(p, sizeof(p), "%s/p2p-%d-%d-%d", dir(), s->seq, s->peer, s->comm->rank);
+		if (access(p, F_OK) != 0)
+			return cudaErrorNotReady;
+		read_file(p, s->buf, s->count * sizeof(float));
+		s->op = OP_NONE;
+		return cudaSuccess;
+	}
+	const char *what = s->op == OP_ALLGATHER ? "ag" : "buf";
+	if (!all_present(what, s->seq, s->comm->world))
+		return cudaErrorNotReady;
+	if (s->op == OP_ALLGATHER) {
+		for (int r = 0; r < s->comm->world; r++) {
+			rank_file(p, sizeof(p), what, s->seq, r);
+			read_file(p, s->buf + (size_t)r * s->count, s->count * sizeof(float));
+		}
+		s->op = OP_NONE;
+		return cudaSuccess;
+	}
 	float *sum = calloc(s->count, sizeof(float)), *tmp = malloc(s->count * sizeof(float));
 	for (int r = 0; r < s->comm->world; r++) {
-		char p[1024];
-		rank_file(p, sizeof(p), "buf", s->seq, r);
-		int fd = open(p, O_RDONLY);
-		size_t off = 0;
-		while (fd >= 0 && off < s->count * sizeof(float)) {
-			ssize_t n = read(fd, (char *)tmp + off, s->count * sizeof(float) - off);
-			if (n <= 0)
-				break;
-			off += (size_t)n;
-		}
-		if (fd >= 0)
-			close(fd);
+		rank_file(p, sizeof(p), what, s->seq, r);
+		read_file(p, tmp, s->count * sizeof(float));
 		for (size_t i = 0; i < s->count; i++)
 			sum[i] += tmp[i];
 	}
@@ -226,7 +276,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 	memcpy(s->buf, sum, s->count * sizeof(float));
 	free(sum);
 	free(tmp);
-	s->buf = NULL;
+	s->op = OP_NONE;
 	return cudaSuccess;
 }
 
@@ -316,26 +366,70 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 		if (dr && atoi(dr) == c->rank)
 			_exit(9);
 	}
-	char p[1024], tmp[1100];
+	char p[1024];
 	rank_file(p, sizeof(p), "buf", seq, c->rank);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-	int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-	size_t off = 0;
-	while (fd >= 0 && off < count * sizeof(float)) {
-		ssize_t n = write(fd, (const char *)send + off, count * sizeof(float) - off);
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	if (fd >= 0)
-		close(fd);
-	rename(tmp, p);
+	write_file(p, send, count * sizeof(float));
+	s->op = OP_ALLREDUCE;
 	s->buf = recv;
 	s->count = count;
 	s->seq = seq;
 	s->comm = c;
 	const char *slow = getenv("FAKEGPU_SLOW_MS");
 	s->ready_at_ms = now_ms() + (is("slow") && slow ? atoi(slow) : 0);
+	return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
+			   ncclComm_t c, cudaStream_t s)
+{
+	if (t != ncclFloat32)
+		return ncclInvalidArgument;
+	int seq = ++seq_no;
+	char p[1024];
+	rank_file(p, sizeof(p), "ag", seq, c->rank);
+	write_file(p, send, count * sizeof(float));
+	s->op = OP_ALLGATHER;
+	s->buf = recv;
+	s->count = count;
+	s->seq = seq;
+	s->comm = c;
+	s->ready_at_ms = 0;
+	return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+	if (group_depth++ == 0)
+		group_seq = ++seq_no;
+	return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void)
+{
+	group_depth--;
+	return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
+		      cudaStream_t s)
+{
+	char p[1024];
+	snprintf(p, sizeof(p), "%s/p2p-%d-%d-%d", dir(), group_seq, c->rank, peer);
+	write_file(p, send, count * sizeof(float));
+	return ncclSuccess;
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
+		      cudaStream_t s)
+{
+	s->op = OP_P2P;
+	s->buf = recv;
+	s->count = count;
+	s->seq = group_seq;
+	s->peer = peer;
+	s->comm = c;
+	const char *sr = getenv("FAKEGPU_SLOW_RANK");
+	s->ready_at_ms = now_ms() + (is("slow-link") && sr && atoi(sr) == c->rank ? 300 : 0);
 	return ncclSuccess;
 }
 

@@ -138,6 +138,29 @@ def test_a_slow_network_is_a_failure_with_the_figures(nicpick_bin, gpu_env):
         assert "slow network: busbw 0.00 GB/s" in line and "< 1.00 GB/s (--min-busbw 1)" in line
 
 
+def test_with_three_ranks_the_slow_link_is_named(nicpick_bin, gpu_env):
+    env = dict(gpu_env, FAKEGPU_MODE="slow-link", FAKEGPU_SLOW_RANK="1")
+    res = ranks(nicpick_bin, env, world=3)
+    for r, (p, rep, _) in enumerate(res):
+        assert p.returncode == 0, p.stderr_text
+        assert len(rep["ring_in_gbps"]) == 3
+        assert rep["suspect"]["rank"] == 1, rep.get("suspect")
+        assert "suspect: the link into rank 1 from rank 0 carries" in rep["suspect"]["text"]
+        assert "suspect: the link into rank 1" in p.stderr_text
+    # Slow overall: the failure names the suspect too.
+    res = ranks(nicpick_bin, env, world=3, extra=("--min-busbw", "1000"))
+    for p, rep, _ in res:
+        assert p.returncode == 6
+        line = error_line(p)
+        assert "slow network" in line and "suspect: the link into rank 1 from rank 0" in line
+
+
+def test_with_three_even_ranks_nobody_is_a_suspect(nicpick_bin, gpu_env):
+    for p, rep, _ in ranks(nicpick_bin, gpu_env, world=3):
+        assert p.returncode == 0, p.stderr_text
+        assert len(rep["ring_in_gbps"]) == 3 and "suspect" not in rep
+
+
 def test_a_hung_companion_is_killed_at_the_deadline(nicpick_bin, gpu_env, tmp_path):
     fake = tmp_path / "nicpick-smoke"
     fake.write_text("#!/bin/sh\nexec sleep 1000\n")
@@ -312,6 +335,22 @@ def test_job_agrees_then_proves_the_network_with_ranks_from_the_agreement(make_c
         assert s["nccl_log"]["net_socket"][0]["interface"] == d["choice"]["interface"], (p.name, s)
         result = c.annotation(p.name, "nicpick.io/result")
         assert "smoke all-reduce passed" in result, result
+        assert len(s["ring_in_gbps"]) == len(c.pods), (p.name, s)
+
+
+def test_job_names_the_pod_behind_a_slow_ring_link(make_cluster, gpu_env, monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKEGPU_MODE", "slow-link")
+    monkeypatch.setenv("FAKEGPU_SLOW_RANK", "2")
+    c = make_cluster(n_nodes=3)
+    run_job(c, "--expect", "3", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 0)
+    gatherer = C.decision_of(c.pods[0])["smoke"]
+    assert gatherer["rank"] == 0 and gatherer["suspect"]["rank"] == 2, gatherer
+    # The gatherer knows every pod: it names the pods and their addresses.
+    text = gatherer["suspect"]["text"]
+    assert "the link into rank 2 (job-w-2, " in text and "from rank 1 (job-w-1, " in text, text
 
 
 def test_job_smoke_failure_exits_6_everywhere_and_writes_nothing(make_cluster, gpu_env,
