@@ -365,3 +365,21 @@ def test_job_smoke_failure_exits_6_everywhere_and_writes_nothing(make_cluster, g
         assert "gave wrong sums" in p.stderr_text, diag(c)
         assert not (p.out_dir / "nccl.env").exists()
         assert "wrong sums" in c.annotation(p.name, "nicpick.io/result")
+
+
+def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
+    """lib/smoke/gpu_api.h declares NCCL's and CUDA's prototypes itself
+    (neither header ships in Debian); where the real headers exist, the
+    companion's code must compile against them unchanged, -Werror."""
+    import glob
+    incs = [d for d in sorted(glob.glob("/usr/local/cuda*/include"))
+            if os.path.isfile(os.path.join(d, "nccl.h"))
+            and os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
+    if not incs:
+        pytest.skip("not applicable: no nccl.h and cuda_runtime_api.h under /usr/local/cuda*/include")
+    for src in ("lib/smoke/load.c", "lib/smoke/run.c"):
+        p = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
+                            "-Wno-format-truncation", "-D_GNU_SOURCE", "-DNICPICK_REAL_GPU_HEADERS",
+                            "-Ilib", "-I" + incs[-1], "-c", src, "-o", str(tmp_path / "x.o")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, f"{src} against {incs[-1]}:\n{p.stderr}"
