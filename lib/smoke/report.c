@@ -127,6 +127,9 @@ __attribute__((format(printf, 3, 4))) static int bad(np_error *err, const char *
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	for (char *p = why; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
 	return np_error_set(err, NP_EUSAGE, 0, "%s: %s (was it written by nicpick select?)", path, why);
 }
 

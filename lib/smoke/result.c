@@ -53,6 +53,10 @@ __attribute__((format(printf, 2, 3))) static int bad(struct rd *rd, const char *
 	va_start(ap, fmt);
 	vsnprintf(rd->why, sizeof(rd->why), fmt, ap);
 	va_end(ap);
+	/* keys and values come from another program: one printable line */
+	for (char *p = rd->why; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
 	return -1;
 }
 
