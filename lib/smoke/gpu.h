@@ -68,6 +68,11 @@ struct smoke_search {
 size_t smoke_python_prefixes(const char *path_env, const char *virtual_env,
 			     const char *conda_prefix, char buf[][SMOKE_PATH_MAX], size_t max);
 
+/* The libraries wheels ship under these prefixes, in search order (for
+ * each prefix: the newest python first, the newest soname first). */
+size_t smoke_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_PATH_MAX],
+			 size_t max);
+
 /* Load both libraries.  On failure r->unavailable says which is missing
  * and the error names every place tried. */
 int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct smoke_result *r,

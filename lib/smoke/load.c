@@ -115,9 +115,11 @@ static void *open_lib(const char *name, char *path, size_t path_len, char *tried
 	return h;
 }
 
-static void *open_globs(const char *const *prefixes, const char *const *globs, char *path,
-			size_t path_len, char *tried, size_t tried_len, const char *probe_sym)
+size_t smoke_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_PATH_MAX],
+			 size_t max)
 {
+	const char *const *globs = nccl ? nccl_globs : cudart_globs;
+	size_t n = 0;
 	for (size_t p = 0; prefixes && prefixes[p]; p++) {
 		for (size_t g = 0; globs[g]; g++) {
 			char pat[SMOKE_PATH_MAX * 2];
@@ -125,17 +127,25 @@ static void *open_globs(const char *const *prefixes, const char *const *globs, c
 			glob_t gl;
 			if (glob(pat, 0, NULL, &gl) != 0)
 				continue;
-			/* Newest python and soname last in glob's order: walk backwards. */
-			for (size_t i = gl.gl_pathc; i-- > 0;) {
-				void *h = open_lib(gl.gl_pathv[i], path, path_len, tried, tried_len,
-						   probe_sym);
-				if (h) {
-					globfree(&gl);
-					return h;
-				}
-			}
+			/* glob sorts: the newest python and soname come last */
+			for (size_t i = gl.gl_pathc; i-- > 0 && n < max;)
+				if (strlen(gl.gl_pathv[i]) < SMOKE_PATH_MAX)
+					snprintf(out[n++], SMOKE_PATH_MAX, "%s", gl.gl_pathv[i]);
 			globfree(&gl);
 		}
+	}
+	return n;
+}
+
+static void *open_globs(const char *const *prefixes, bool nccl, char *path, size_t path_len,
+			char *tried, size_t tried_len, const char *probe_sym)
+{
+	static char found[32][SMOKE_PATH_MAX];
+	size_t n = smoke_wheel_paths(prefixes, nccl, found, 32);
+	for (size_t i = 0; i < n; i++) {
+		void *h = open_lib(found[i], path, path_len, tried, tried_len, probe_sym);
+		if (h)
+			return h;
 	}
 	return NULL;
 }
@@ -168,7 +178,7 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 					       sizeof(l->cudart_path), tried, sizeof(tried),
 					       "cudaGetDeviceCount");
 		if (!l->cudart_h)
-			l->cudart_h = open_globs(s->prefixes, cudart_globs, l->cudart_path,
+			l->cudart_h = open_globs(s->prefixes, false, l->cudart_path,
 						 sizeof(l->cudart_path), tried, sizeof(tried),
 						 "cudaGetDeviceCount");
 	}
@@ -185,7 +195,7 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 		l->nccl_h = open_lib("libnccl.so.2", l->nccl_path, sizeof(l->nccl_path), tried,
 				     sizeof(tried), "ncclGetVersion");
 		if (!l->nccl_h)
-			l->nccl_h = open_globs(s->prefixes, nccl_globs, l->nccl_path,
+			l->nccl_h = open_globs(s->prefixes, true, l->nccl_path,
 					       sizeof(l->nccl_path), tried, sizeof(tried),
 					       "ncclGetVersion");
 	}

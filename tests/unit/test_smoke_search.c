@@ -1,0 +1,129 @@
+/* Where nicpick-smoke looks for NCCL and the CUDA runtime that PyTorch
+ * wheels ship: python prefixes from $VIRTUAL_ENV, $CONDA_PREFIX and PATH,
+ * then site-packages/nvidia/{nccl,cuda_runtime,cu13}/lib, in order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "smoke/gpu.h"
+
+static char root[] = "/tmp/np-smoke-search-XXXXXX";
+
+static void touch(const char *rel, mode_t mode)
+{
+	char path[1024], dir[1024];
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = dir + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		mkdir(dir, 0755);
+		*p = '/';
+	}
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	chmod(path, mode);
+}
+
+static int setup(void **state)
+{
+	if (!mkdtemp(root))
+		return -1;
+	/* a venv whose python3 links to a base interpreter elsewhere */
+	touch("base/bin/python3.12", 0755);
+	touch("venv/bin/.keep", 0644);
+	char link[1024], target[1024];
+	snprintf(link, sizeof(link), "%s/venv/bin/python3", root);
+	snprintf(target, sizeof(target), "%s/base/bin/python3.12", root);
+	assert_int_equal(symlink(target, link), 0);
+	touch("venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", 0644);
+	touch("venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2", 0644);
+	touch("venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13", 0644);
+	touch("conda/lib/python3.10/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", 0644);
+	touch("nopython/bin/.keep", 0644);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void prefixes_come_from_venv_conda_and_path(void **state)
+{
+	char venv[512], conda[512], path[2048], buf[16][SMOKE_PATH_MAX];
+	snprintf(venv, sizeof(venv), "%s/venv", root);
+	snprintf(conda, sizeof(conda), "%s/conda", root);
+	snprintf(path, sizeof(path), "%s/nopython/bin:%s/venv/bin:relative/bin", root, root);
+	size_t n = smoke_python_prefixes(path, NULL, conda, buf, 16);
+	assert_true(n >= 3);
+	assert_string_equal(buf[0], conda);
+	assert_string_equal(buf[1], venv); /* PATH's python3, its bin/.. */
+	char base[512];
+	snprintf(base, sizeof(base), "%s/base", root);
+	assert_string_equal(buf[2], base); /* and the interpreter it links to */
+	for (size_t i = 0; i < n; i++)
+		assert_null(strstr(buf[i], "nopython")); /* no python3 there */
+	/* VIRTUAL_ENV first, no duplicates. */
+	n = smoke_python_prefixes(path, venv, NULL, buf, 16);
+	assert_string_equal(buf[0], venv);
+	for (size_t i = 1; i < n; i++)
+		assert_string_not_equal(buf[i], venv);
+	assert_string_equal(buf[n - 1], "/opt/conda");
+}
+
+static void wheel_libraries_are_found_newest_first(void **state)
+{
+	char venv[512], conda[512], out[8][SMOKE_PATH_MAX], want[1024];
+	snprintf(venv, sizeof(venv), "%s/venv", root);
+	snprintf(conda, sizeof(conda), "%s/conda", root);
+	const char *prefixes[] = { venv, conda, NULL };
+	size_t n = smoke_wheel_paths(prefixes, true, out, 8);
+	assert_int_equal(n, 2);
+	snprintf(want, sizeof(want), "%s/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", venv);
+	assert_string_equal(out[0], want);
+	n = smoke_wheel_paths(prefixes, false, out, 8);
+	assert_int_equal(n, 2);
+	snprintf(want, sizeof(want), "%s/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13", venv);
+	assert_string_equal(out[0], want); /* the CUDA 13 wheels' layout */
+	snprintf(want, sizeof(want),
+		 "%s/lib/python3.10/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", conda);
+	assert_string_equal(out[1], want);
+	const char *none[] = { "/nonexistent", NULL };
+	assert_int_equal(smoke_wheel_paths(none, true, out, 8), 0);
+}
+
+static void an_explicit_path_that_is_no_library_names_it(void **state)
+{
+	struct smoke_search s = { .cudart_lib = "/etc/hostname" };
+	struct smoke_libs l;
+	struct smoke_result r = { 0 };
+	np_error err = { 0 };
+	assert_int_equal(smoke_libs_load(&s, &l, &r, &err), -1);
+	assert_int_equal(err.status, NP_ESMOKE);
+	assert_int_equal(r.unavailable, SMOKE_NO_CUDART);
+	assert_non_null(strstr(err.msg, "no usable CUDA runtime: /etc/hostname ("));
+	assert_null(strstr(err.msg, "set NICPICK_CUDART_LIB")); /* it was set */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(prefixes_come_from_venv_conda_and_path),
+		cmocka_unit_test(wheel_libraries_are_found_newest_first),
+		cmocka_unit_test(an_explicit_path_that_is_no_library_names_it),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
