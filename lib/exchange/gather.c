@@ -158,7 +158,7 @@ static int watch(struct ex *x, np_error *err)
 {
 	if (ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) == 0)
 		return 0;
-	return !x->failed && np_now_ms() >= x->o->deadline_ms ? deadline_error(x, err) : -1;
+	return !x->failed && ex_past_deadline(x) ? deadline_error(x, err) : -1;
 }
 
 static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
