@@ -61,6 +61,8 @@ void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t
 		fprintf(f, " (+%d more)", p->missing_total - (int)p->n_missing);
 	if (p->created < p->expect)
 		fprintf(f, "; pods not created yet: %d of %d", p->expect - p->created, p->expect);
+	if (p->refused[0])
+		fprintf(f, "; refused: %s", p->refused);
 	if (p->probe[0])
 		fprintf(f, "; probe: %s", p->probe);
 	fclose(f);
@@ -142,11 +144,12 @@ int exchange_progress_to_json(const struct exchange_progress *p, char **json, np
 	json_t *missing = json_array();
 	for (size_t i = 0; missing && i < p->n_missing && i < EXCHANGE_MISSING_SHOWN; i++)
 		json_array_append_new(missing, json_string(p->missing[i]));
-	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:o}", "v",
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:o, s:o}", "v",
 			      EXCHANGE_MSG_VERSION, "leader", p->leader, "leader_pod", p->leader_pod,
 			      "phase", phase_names[p->phase == EXCHANGE_PROBING], "round", p->round,
 			      "expect", p->expect, "created", p->created, "done", p->done, "missing",
-			      missing, "missing_total", p->missing_total, "probe", text(p->probe));
+			      missing, "missing_total", p->missing_total, "probe", text(p->probe),
+			      "refused", text(p->refused));
 	return dump(o, "progress", json, err);
 }
 
@@ -389,7 +392,7 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
 {
 	static const char *const keys[] = { "v",	    "leader",  "leader_pod", "phase",
 					    "round",	    "expect",  "created",    "done",
-					    "missing",	    "missing_total", "probe", NULL };
+					    "missing",	    "missing_total", "probe", "refused", NULL };
 	char why[AGREE_WHY_MAX] = "", phase[16];
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
@@ -406,7 +409,8 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
 	    get_i(o, "created", 0, AGREE_PODS_MAX, &out->created, why) < 0 ||
 	    get_i(o, "done", 0, AGREE_PODS_MAX, &out->done, why) < 0 ||
 	    get_i(o, "missing_total", 0, AGREE_PODS_MAX, &out->missing_total, why) < 0 ||
-	    agree_get_str(o, "probe", true, AGREE_CS_UTF8, 0, out->probe, sizeof(out->probe), why) < 0)
+	    agree_get_str(o, "probe", true, AGREE_CS_UTF8, 0, out->probe, sizeof(out->probe), why) < 0 ||
+	    agree_get_str(o, "refused", true, AGREE_CS_UTF8, 0, out->refused, sizeof(out->refused), why) < 0)
 		goto out;
 	if (strcmp(phase, phase_names[EXCHANGE_GATHERING]) == 0) {
 		out->phase = EXCHANGE_GATHERING;

@@ -98,6 +98,7 @@ static void test_probe_round_and_progress_round_trip(void **state)
 	snprintf(g.leader_pod, sizeof(g.leader_pod), "job-0");
 	snprintf(g.missing[0], sizeof(g.missing[0]), "job-3");
 	snprintf(g.missing[1], sizeof(g.missing[1]), "job-6");
+	snprintf(g.refused, sizeof(g.refused), "job-3: bad report: unknown key \"x\"");
 	assert_int_equal(exchange_progress_to_json(&g, &s, &err), 0);
 	assert_int_equal(exchange_progress_parse(s, strlen(s), &g2, &err), 0);
 	free(s);
@@ -178,7 +179,7 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 	free(big);
 	const char *names = "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"j\",\"phase\":\"gather\",\"round\":0,"
 			    "\"expect\":2,\"created\":2,\"done\":1,\"missing\":[\"a b\"],\"missing_total\":1,"
-			    "\"probe\":\"\"}";
+			    "\"probe\":\"\",\"refused\":\"\"}";
 	assert_int_equal(exchange_progress_parse(names, strlen(names), &pg, &err), -1);
 	assert_non_null(strstr(err.msg, "not a pod name"));
 	const char *probe = "{\"v\":1,\"leader\":\"u\",\"epoch\":1,\"trials\":[{\"ok\":1,\"mbps\":0,\"detail\":\"\"}]}";
@@ -347,6 +348,7 @@ static void test_gatherer_waits_for_every_report_and_names_the_missing(void **st
 		assert_true(p.n_missing <= EXCHANGE_MISSING_SHOWN);
 		np_error err = { 0 };
 		assert_int_equal(gather_check_count(&g, &err), cases[i].count_error ? -1 : 0);
+		assert_string_equal(p.refused, "");
 		if (cases[i].count_error) {
 			assert_int_equal(err.status, NP_EK8S);
 			assert_non_null(strstr(err.msg, "5 pods of the job exist"));
@@ -386,6 +388,12 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	assert_int_equal(p.phase, EXCHANGE_PROBING);
 	assert_int_equal(p.missing_total, 1);
 	assert_string_equal(p.missing[0], "job-1");
+	snprintf(now->report_why, sizeof(now->report_why), "bad probe result: \"ok\" is not a boolean");
+	gather_progress(&g, "uid-job-0", "job-0", &p);
+	assert_string_equal(p.refused, "job-1: bad probe result: \"ok\" is not a boolean");
+	char text[512];
+	exchange_progress_text(&p, text, sizeof(text));
+	assert_non_null(strstr(text, "; refused: job-1: bad probe result"));
 	now->probe.epoch = 3;
 	assert_true(gather_ready(&g, "job-0"));
 	/* A pod restarted and lost its part: hand it out again. */
