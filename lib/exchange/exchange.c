@@ -242,7 +242,7 @@ static int add_gateways(struct agree_report *r, const struct nic_list *nics, np_
 		const struct probe_gateway *best = NULL;
 		for (size_t k = 0; nc && k < n; k++)
 			if (gw[k].ifindex == nc->ifindex && gw[k].family == c->family &&
-			    (!best || gw[k].dst_len < best->dst_len))
+			    (!best || gw[k].dst.len < best->dst.len))
 				best = &gw[k];
 		if (!best)
 			continue;
