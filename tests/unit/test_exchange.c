@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "exchange/exchange_priv.h"
 #include "exchange/gather_priv.h"
@@ -404,6 +405,93 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	gather_free_members(&g);
 }
 
+/* What the gatherer takes from a Pod object: the API's JSON, the boundary. */
+static json_t *pod_json(const char *name, const char *uid, const char *index, const char *phase,
+			const char *report, const char *assign, const char *probe)
+{
+	json_t *ann = json_object();
+	if (report)
+		json_object_set_new(ann, EXCHANGE_ANN_REPORT, json_string(report));
+	if (assign)
+		json_object_set_new(ann, EXCHANGE_ANN_ASSIGN, json_string(assign));
+	if (probe)
+		json_object_set_new(ann, EXCHANGE_ANN_PROBE, json_string(probe));
+	json_t *pod = json_pack("{s:{s:s, s:s, s:s, s:{s:s}, s:o}, s:{s:s}}", "metadata", "name", name,
+				"uid", uid, "creationTimestamp", "2026-01-01T00:00:00Z", "labels",
+				"batch.kubernetes.io/job-completion-index", index, "annotations", ann,
+				"status", "phase", phase);
+	assert_non_null(pod);
+	return pod;
+}
+
+static void test_gatherer_reads_pod_objects_from_a_table(void **state)
+{
+	struct agree_report r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.pod, sizeof(r.pod), "job-1");
+	snprintf(r.uid, sizeof(r.uid), "u1");
+	r.n = 1;
+	snprintf(r.c[0].ifname, sizeof(r.c[0].ifname), "eth1");
+	snprintf(r.c[0].cls, sizeof(r.c[0].cls), "physical");
+	r.c[0].family = AF_INET;
+	r.c[0].addr[0] = 10, r.c[0].addr[1] = 9, r.c[0].addr[3] = 2;
+	snprintf(r.c[0].addr_text, sizeof(r.c[0].addr_text), "10.9.0.2");
+	r.c[0].prefixlen = 24;
+	r.c[0].mbps = 1000;
+	char *rep = NULL, *as_mine = NULL, *as_other = NULL, *pr = NULL;
+	np_error err = { 0 };
+	assert_true(agree_report_to_json(&r, &rep, &err) >= 0);
+	struct exchange_assignment a = assignment(EXCHANGE_PROBE, 1);
+	snprintf(a.leader, sizeof(a.leader), "uid-g");
+	a.epoch = 3;
+	assert_int_equal(exchange_assignment_to_json(&a, &as_mine, &err), 0);
+	snprintf(a.leader, sizeof(a.leader), "uid-old-gatherer");
+	assert_int_equal(exchange_assignment_to_json(&a, &as_other, &err), 0);
+	struct exchange_probe p = { .epoch = 3, .n = 1, .t = { { .ok = true } } };
+	snprintf(p.leader, sizeof(p.leader), "uid-g");
+	assert_int_equal(exchange_probe_to_json(&p, &pr, &err), 0);
+
+	static const struct {
+		const char *name, *uid, *phase;
+		int report; /* 0 none, 1 ours */
+		int assign; /* 0 none, 1 this gatherer's, 2 another's */
+		const char *probe; /* NULL: none; "ok": ours */
+		bool live, has_report, has_probe;
+		int assigned_epoch;
+		const char *why;
+	} cases[] = {
+		{ "job-1", "u1", "Running", 1, 1, "ok", true, true, true, 3, "" },
+		{ "job-1", "u1", "Running", 1, 2, NULL, true, true, false, 0, "" },
+		{ "job-1", "u2", "Running", 1, 0, NULL, true, false, false, 0, "earlier incarnation" },
+		{ "job-1", "u1", "Succeeded", 1, 0, NULL, false, true, false, 0, "" },
+		{ "job-1", "u1", "Running", 0, 0, "{\"v\":1}", true, false, false, 0, "bad probe result" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gather g;
+		memset(&g, 0, sizeof(g));
+		const char *probe = cases[i].probe && !strcmp(cases[i].probe, "ok") ? pr : cases[i].probe;
+		json_t *pod = pod_json(cases[i].name, cases[i].uid, "1", cases[i].phase,
+				       cases[i].report ? rep : NULL,
+				       cases[i].assign == 1 ? as_mine : cases[i].assign == 2 ? as_other : NULL,
+				       probe);
+		gather_member_update(&g, "uid-g", pod);
+		json_decref(pod);
+		struct member *m = gather_member(&g, cases[i].name, false);
+		assert_non_null(m);
+		if (m->live != cases[i].live || m->has_report != cases[i].has_report ||
+		    m->has_probe != cases[i].has_probe || m->assigned_epoch != cases[i].assigned_epoch ||
+		    !strstr(m->report_why, cases[i].why))
+			fail_msg("case %zu: live %d report %d probe %d epoch %d why '%s'", i, m->live,
+				 m->has_report, m->has_probe, m->assigned_epoch, m->report_why);
+		assert_string_equal(m->key, "1/");
+		gather_free_members(&g);
+	}
+	free(rep);
+	free(as_mine);
+	free(as_other);
+	free(pr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_follower_says_what_it_waits_for),
 		cmocka_unit_test(test_gatherer_waits_for_every_report_and_names_the_missing),
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
+		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
