@@ -189,6 +189,75 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 	assert_non_null(strstr(err.msg, "\"ok\" is not a boolean"));
 }
 
+/* Random byte mutations of valid messages: every reader refuses or takes
+ * them, never crashes, and what it takes it writes back readably. */
+static void test_readers_survive_mutations(void **state)
+{
+	struct exchange_assignment a = assignment(EXCHANGE_MEASURE, 2);
+	struct exchange_progress g = { .phase = EXCHANGE_PROBING, .round = 1, .expect = 3, .created = 3,
+				       .done = 1, .missing_total = 2, .n_missing = 2, .probe = "x" };
+	snprintf(g.leader, sizeof(g.leader), "u");
+	snprintf(g.leader_pod, sizeof(g.leader_pod), "p");
+	snprintf(g.missing[0], sizeof(g.missing[0]), "a");
+	snprintf(g.missing[1], sizeof(g.missing[1]), "b");
+	struct exchange_probe p = { .epoch = 1, .n = 1, .t = { { .ok = true, .mbps = 1.5, .detail = "d" } } };
+	snprintf(p.leader, sizeof(p.leader), "u");
+	struct exchange_round r = { .epoch = 2, .state = EXCHANGE_FAILED, .status = NP_ENOCOMMON,
+				    .reason = "none" };
+	snprintf(r.leader, sizeof(r.leader), "u");
+	char *seed[4];
+	np_error err = { 0 };
+	assert_int_equal(exchange_assignment_to_json(&a, &seed[0], &err), 0);
+	assert_int_equal(exchange_progress_to_json(&g, &seed[1], &err), 0);
+	assert_int_equal(exchange_probe_to_json(&p, &seed[2], &err), 0);
+	assert_int_equal(exchange_round_to_json(&r, &seed[3], &err), 0);
+	static const char alphabet[] = "{}[]\":,0123456789-.eE \\ufalsetruenull\x01\xff";
+	unsigned seedv = 7;
+	size_t accepted = 0;
+	for (int i = 0; i < 20000; i++) {
+		int k = i % 4;
+		size_t len = strlen(seed[k]);
+		char buf[EXCHANGE_MSG_MAX_BYTES];
+		memcpy(buf, seed[k], len + 1);
+		for (int m = 0; m < 1 + (int)(rand_r(&seedv) % 3); m++)
+			buf[rand_r(&seedv) % len] = alphabet[rand_r(&seedv) % (sizeof(alphabet) - 1)];
+		np_error e = { 0 };
+		char *again = NULL;
+		int rc;
+		if (k == 0) {
+			struct exchange_assignment x;
+			rc = exchange_assignment_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_assignment_to_json(&x, &again, &e), 0);
+		} else if (k == 1) {
+			struct exchange_progress x;
+			rc = exchange_progress_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_progress_to_json(&x, &again, &e), 0);
+		} else if (k == 2) {
+			struct exchange_probe x;
+			rc = exchange_probe_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_probe_to_json(&x, &again, &e), 0);
+		} else {
+			struct exchange_round x;
+			rc = exchange_round_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_round_to_json(&x, &again, &e), 0);
+		}
+		if (rc == 0) {
+			accepted++;
+			free(again);
+		} else {
+			assert_int_equal(e.status, NP_EK8S);
+			assert_true(strlen(e.msg) > 0);
+		}
+	}
+	print_message("message fuzz: 20000 mutations, %zu accepted\n", accepted);
+	for (int k = 0; k < 4; k++)
+		free(seed[k]);
+}
+
 static void test_progress_text_names_missing_pods_and_pods_not_created(void **state)
 {
 	struct exchange_progress p = { .phase = EXCHANGE_GATHERING, .expect = 20, .created = 18, .done = 5 };
@@ -498,6 +567,7 @@ int main(void)
 		cmocka_unit_test(test_assignment_round_trips_in_every_state),
 		cmocka_unit_test(test_probe_round_and_progress_round_trip),
 		cmocka_unit_test(test_readers_refuse_what_no_nicpick_writes),
+		cmocka_unit_test(test_readers_survive_mutations),
 		cmocka_unit_test(test_progress_text_names_missing_pods_and_pods_not_created),
 		cmocka_unit_test(test_follower_steps_from_a_table),
 		cmocka_unit_test(test_follower_says_what_it_waits_for),
