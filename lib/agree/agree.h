@@ -106,12 +106,6 @@ int agree_report_from_nics(const char *pod, const char *uid, const char *node,
  * is malloc'd. */
 int agree_report_to_json(const struct agree_report *r, char **json, np_error *err);
 
-/* agree_report_from_nics() then agree_report_to_json(); returns the total
- * number of entries dropped, or -1. */
-int agree_report_build(const char *pod, const char *uid, const char *node,
-		       const struct nic_list *nics, const struct policy_ranking *ranking,
-		       char **json, np_error *err);
-
 /* Strict reader (never crashes on any input, fuzzed).  NP_EK8S on error. */
 int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err);
 

@@ -2,7 +2,6 @@
 #include "agree/agree.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -200,20 +199,6 @@ int agree_report_to_json(const struct agree_report *r, char **json, np_error *er
 	}
 	json_decref(root);
 	return dropped;
-}
-
-int agree_report_build(const char *pod, const char *uid, const char *node,
-		       const struct nic_list *nics, const struct policy_ranking *ranking,
-		       char **json, np_error *err)
-{
-	*json = NULL;
-	struct agree_report *r = malloc(sizeof(*r));
-	if (!r)
-		return np_error_set(err, NP_EINTERNAL, ENOMEM, "report");
-	int d1 = agree_report_from_nics(pod, uid, node, nics, ranking, r, err);
-	int d2 = d1 < 0 ? -1 : agree_report_to_json(r, json, err);
-	free(r);
-	return d2 < 0 ? -1 : d1 + d2;
 }
 
 /* ---- reading a report ---- */
