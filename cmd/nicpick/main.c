@@ -139,7 +139,7 @@ static const char *const next_step[] = {
 	[NP_ENOIFACE] = "the table above says why each was refused; fix the links or widen "
 			"--include/--exclude/--cidr/--family/--min-speed",
 	[NP_ENOCOMMON] = "the pods share no usable network: see the table above",
-	[NP_EK8S] = "check the API server, the Role and --timeout",
+	[NP_EK8S] = "check the API server, the Role, --expect and --timeout",
 	[NP_ESMOKE] = "the smoke all-reduce failed or could not run; rerun with --nccl-debug to keep NCCL's log",
 };
 

@@ -1,6 +1,6 @@
 /* Job-wide agreement: every pod publishes a report of its usable candidates
  * (an annotation on its own Pod object), one pod gathers all reports and
- * decides, every pod checks the decision against its own report.
+ * decides; lib/exchange hands every pod its part of the decision.
  *
  * The decision is a pure, deterministic function of the set of reports, so
  * it is unit-tested and replayed offline.  Nothing here assumes one
@@ -32,8 +32,8 @@
  *     mtu   the interface's MTU, 0 unknown
  *
  * Reading is strict: unknown keys, wrong types, missing keys, bad values and
- * duplicates are refused.  A report or decision that cannot be read came
- * from another pod through the Kubernetes API, so it is an NP_EK8S error
+ * duplicates are refused.  A report that cannot be read came from another
+ * pod through the Kubernetes API, so it is an NP_EK8S error
  * ("bad report from pod X: reason"); a newer version says so. */
 #ifndef NP_AGREE_H
 #define NP_AGREE_H
@@ -42,15 +42,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "nic/nic.h"
 #include "policy/policy.h"
 #include "util/err.h"
 #include "util/prefix.h"
 
 #define AGREE_REPORT_VERSION 1
-#define AGREE_DECISION_VERSION 1
+#define AGREE_DECISION_VERSION 1 /* of decision.json's "decision" */
 #define AGREE_REPORT_MAX_BYTES 16384
-#define AGREE_DECISION_MAX_BYTES 262144 /* the API's limit on all annotations */
 #define AGREE_CAND_MAX 64		/* entries in one report */
 #define AGREE_NAME_MAX 254		/* DNS subdomain (253) + NUL */
 #define AGREE_UID_MAX 129
@@ -104,12 +105,6 @@ int agree_report_from_nics(const char *pod, const char *uid, const char *node,
  * entries dropped (0 normally, it never exceeds the limit), or -1.  *json
  * is malloc'd. */
 int agree_report_to_json(const struct agree_report *r, char **json, np_error *err);
-
-/* agree_report_from_nics() then agree_report_to_json(); returns the total
- * number of entries dropped, or -1. */
-int agree_report_build(const char *pod, const char *uid, const char *node,
-		       const struct nic_list *nics, const struct policy_ranking *ranking,
-		       char **json, np_error *err);
 
 /* Strict reader (never crashes on any input, fuzzed).  NP_EK8S on error. */
 int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err);
@@ -193,9 +188,8 @@ int agree_decide(const struct agree_report *reports, size_t n, const struct agre
 		 struct agree_decision *out, np_error *err);
 void agree_decision_free(struct agree_decision *d);
 
-/* The annotation the gathering pod publishes, and its strict reader. */
-int agree_decision_to_json(const struct agree_decision *d, char **json, np_error *err);
-int agree_decision_parse(const char *json, size_t len, struct agree_decision *out, np_error *err);
+/* The decision as a JSON tree, for decision.json (NULL: out of memory). */
+json_t *agree_decision_json(const struct agree_decision *d);
 
 /* The smoke test's place of one pod on a rail: the gatherer is rank 0, the
  * other pods follow in the rail's order (pod name), skipping the gatherer;
@@ -210,18 +204,5 @@ struct agree_rank {
 /* NP_EINTERNAL when pod or the gatherer is not on the rail. */
 int agree_rail_rank(const struct agree_rail *rail, const char *gatherer, const char *pod,
 		    struct agree_rank *out, np_error *err);
-
-/* What a follower uses: for each rail, the index into mine->c of the
- * candidate the decision names for this pod. */
-struct agree_own {
-	size_t n_rails;
-	size_t cand[AGREE_RAILS_MAX];
-};
-
-/* Check that the decision names, for mine->pod, an interface and address
- * that are in its own report.  A failed decision returns NP_ENOCOMMON with
- * its error; a decision that does not match the report NP_EK8S. */
-int agree_decision_check_own(const struct agree_decision *d, const struct agree_report *mine,
-			     struct agree_own *own, np_error *err);
 
 #endif

@@ -5,7 +5,6 @@
  * (network, address, pod) finds addresses that two pods share, (network,
  * pod, quality) finds which pods a network covers and its worst case. */
 #include "agree/agree.h"
-#include "agree/agree_priv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,139 +1,30 @@
 /* The report one pod publishes about its candidates: build, write, read. */
 #include "agree/agree.h"
-#include "agree/agree_priv.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+
+#include "util/jsonread.h"
+
+_Static_assert(AGREE_WHY_MAX >= NP_JSON_WHY_MAX, "reasons are read into AGREE_WHY_MAX buffers");
 
 #define MBPS_MAX 100000000LL	  /* 100 Tb/s: anything above is a bad value */
 #define SCORE_MAX 1000000000000LL /* keeps worst-case arithmetic far from overflow */
 
-/* ---- helpers shared with decision_json.c (agree_priv.h) ---- */
+/* ---- addresses ---- */
 
-static bool char_ok(int c, enum agree_charset cs)
-{
-	switch (cs) {
-	case AGREE_CS_NAME:
-		return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		       c == '.' || c == '-' || c == '_';
-	case AGREE_CS_IFNAME:
-		return c > 0x20 && c < 0x7f && c != '/' && c != ':';
-	case AGREE_CS_CLS:
-		return (c >= 'a' && c <= 'z') || c == '-';
-	case AGREE_CS_TEXT:
-		return c >= 0x20 && c < 0x7f;
-	case AGREE_CS_UTF8:
-		return c >= 0x20 && c != 0x7f;
-	}
-	return false;
-}
-
-bool agree_str_ok(const char *s, enum agree_charset cs)
-{
-	for (; *s; s++)
-		if (!char_ok((unsigned char)*s, cs))
-			return false;
-	return true;
-}
-
-int agree_get_str(const json_t *o, const char *key, bool required, enum agree_charset cs,
-		  size_t min, char *dst, size_t dstlen, char *why)
-{
-	const json_t *v = json_object_get(o, key);
-	if (!v) {
-		if (!required)
-			return 1;
-		snprintf(why, AGREE_WHY_MAX, "missing \"%s\"", key);
-		return -1;
-	}
-	if (!json_is_string(v)) {
-		snprintf(why, AGREE_WHY_MAX, "\"%s\" is not a string", key);
-		return -1;
-	}
-	size_t len = json_string_length(v);
-	const char *s = json_string_value(v);
-	if (len < min || len >= dstlen) {
-		snprintf(why, AGREE_WHY_MAX, "\"%s\" has length %zu, not %zu..%zu", key, len, min,
-			 dstlen - 1);
-		return -1;
-	}
-	if (strlen(s) != len || !agree_str_ok(s, cs)) {
-		snprintf(why, AGREE_WHY_MAX, "\"%s\" has characters that are not allowed", key);
-		return -1;
-	}
-	memcpy(dst, s, len + 1);
-	return 0;
-}
-
-int agree_get_int(const json_t *o, const char *key, bool required, long long min, long long max,
-		  long *dst, char *why)
-{
-	const json_t *v = json_object_get(o, key);
-	if (!v) {
-		if (!required)
-			return 1;
-		snprintf(why, AGREE_WHY_MAX, "missing \"%s\"", key);
-		return -1;
-	}
-	if (!json_is_integer(v)) {
-		snprintf(why, AGREE_WHY_MAX, "\"%s\" is not an integer", key);
-		return -1;
-	}
-	json_int_t x = json_integer_value(v);
-	if (x < min || x > max) {
-		snprintf(why, AGREE_WHY_MAX, "\"%s\" is %lld, not %lld..%lld", key, (long long)x, min,
-			 max);
-		return -1;
-	}
-	*dst = (long)x;
-	return 0;
-}
-
-int agree_get_bool(const json_t *o, const char *key, bool *dst, char *why)
-{
-	const json_t *v = json_object_get(o, key);
-	if (!json_is_boolean(v)) {
-		snprintf(why, AGREE_WHY_MAX, "\"%s\" is %s", key, v ? "not a boolean" : "missing");
-		return -1;
-	}
-	*dst = json_is_true(v);
-	return 0;
-}
-
-int agree_check_keys(const json_t *o, const char *const *allowed, char *why)
-{
-	const char *key;
-	json_t *v;
-	json_object_foreach((json_t *)o, key, v)
-	{
-		size_t i;
-		for (i = 0; allowed[i]; i++)
-			if (!strcmp(key, allowed[i]))
-				break;
-		if (!allowed[i]) {
-			char shown[40];
-			snprintf(shown, sizeof(shown), "%s", key);
-			if (!agree_str_ok(shown, AGREE_CS_TEXT))
-				strcpy(shown, "?");
-			snprintf(why, AGREE_WHY_MAX, "unknown key \"%s\"", shown);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-bool agree_addr_from_text(int family, const char *text, unsigned char *bytes)
+static bool addr_from_text(int family, const char *text, unsigned char *bytes)
 {
 	memset(bytes, 0, 16);
 	return (family == AF_INET || family == AF_INET6) && inet_pton(family, text, bytes) == 1;
 }
 
-bool agree_addr_is_unicast(int family, const unsigned char *b)
+static bool addr_is_unicast(int family, const unsigned char *b)
 {
 	static const unsigned char zero[16];
 	if (family == AF_INET)
@@ -169,13 +60,13 @@ static bool cand_from_nic(const struct nic *nc, const struct policy_verdict *v,
 	memset(c, 0, sizeof(*c));
 	int max = a->family == AF_INET ? 32 : 128;
 	if ((a->family != AF_INET && a->family != AF_INET6) || nic_addr_is_link_local(a) ||
-	    !agree_addr_is_unicast(a->family, a->bytes) || a->prefixlen < 1 || a->prefixlen > max)
+	    !addr_is_unicast(a->family, a->bytes) || a->prefixlen < 1 || a->prefixlen > max)
 		return false;
-	if (!nc->name[0] || strlen(nc->name) >= IFNAMSIZ || !agree_str_ok(nc->name, AGREE_CS_IFNAME))
+	if (!nc->name[0] || strlen(nc->name) >= IFNAMSIZ || !np_str_ok(nc->name, NP_CS_IFNAME))
 		return false;
 	strcpy(c->ifname, nc->name);
 	const char *cls = nic_class_name(nc->cls);
-	snprintf(c->cls, sizeof(c->cls), "%s", cls && agree_str_ok(cls, AGREE_CS_CLS) ? cls : "other");
+	snprintf(c->cls, sizeof(c->cls), "%s", cls && np_str_ok(cls, NP_CS_CLS) ? cls : "other");
 	c->family = a->family;
 	memcpy(c->addr, a->bytes, a->family == AF_INET ? 4 : 16);
 	inet_ntop(a->family, c->addr, c->addr_text, sizeof(c->addr_text));
@@ -188,7 +79,7 @@ static bool cand_from_nic(const struct nic *nc, const struct policy_verdict *v,
 	for (size_t i = 0; i < nc->n_rdma; i++) {
 		const struct nic_rdma_port *p = &nc->rdma[i];
 		if (p->active && p->hca[0] && p->port >= 1 && p->port <= 255 &&
-		    agree_str_ok(p->hca, AGREE_CS_NAME)) {
+		    np_str_ok(p->hca, NP_CS_NAME)) {
 			snprintf(c->rdma, sizeof(c->rdma), "%s:%d", p->hca, p->port);
 			break;
 		}
@@ -198,12 +89,12 @@ static bool cand_from_nic(const struct nic *nc, const struct policy_verdict *v,
 
 static int check_identity(const char *pod, const char *uid, const char *node, np_error *err)
 {
-	if (!pod || !*pod || strlen(pod) >= AGREE_NAME_MAX || !agree_str_ok(pod, AGREE_CS_NAME))
+	if (!pod || !*pod || strlen(pod) >= AGREE_NAME_MAX || !np_str_ok(pod, NP_CS_NAME))
 		return np_error_set(err, NP_EUSAGE, 0, "pod name \"%s\" is not a valid name",
 				    pod ? pod : "");
-	if (uid && (strlen(uid) >= AGREE_UID_MAX || !agree_str_ok(uid, AGREE_CS_NAME)))
+	if (uid && (strlen(uid) >= AGREE_UID_MAX || !np_str_ok(uid, NP_CS_NAME)))
 		return np_error_set(err, NP_EUSAGE, 0, "pod uid \"%s\" is not valid", uid);
-	if (node && (strlen(node) >= AGREE_NAME_MAX || !agree_str_ok(node, AGREE_CS_NAME)))
+	if (node && (strlen(node) >= AGREE_NAME_MAX || !np_str_ok(node, NP_CS_NAME)))
 		return np_error_set(err, NP_EUSAGE, 0, "node name \"%s\" is not valid", node);
 	return 0;
 }
@@ -279,7 +170,7 @@ int agree_report_to_json(const struct agree_report *r, char **json, np_error *er
 	json_object_set_new(root, "pod", json_string(r->pod));
 	json_object_set_new(root, "uid", json_string(r->uid));
 	json_object_set_new(root, "node", json_string(r->node));
-	if (r->host[0] && agree_str_ok(r->host, AGREE_CS_NAME))
+	if (r->host[0] && np_str_ok(r->host, NP_CS_NAME))
 		json_object_set_new(root, "host", json_string(r->host));
 	json_t *arr = json_array();
 	for (size_t i = 0; i < r->n && i < AGREE_CAND_MAX; i++)
@@ -311,20 +202,6 @@ int agree_report_to_json(const struct agree_report *r, char **json, np_error *er
 	return dropped;
 }
 
-int agree_report_build(const char *pod, const char *uid, const char *node,
-		       const struct nic_list *nics, const struct policy_ranking *ranking,
-		       char **json, np_error *err)
-{
-	*json = NULL;
-	struct agree_report *r = malloc(sizeof(*r));
-	if (!r)
-		return np_error_set(err, NP_EINTERNAL, ENOMEM, "report");
-	int d1 = agree_report_from_nics(pod, uid, node, nics, ranking, r, err);
-	int d2 = d1 < 0 ? -1 : agree_report_to_json(r, json, err);
-	free(r);
-	return d2 < 0 ? -1 : d1 + d2;
-}
-
 /* ---- reading a report ---- */
 
 /* "mlx5_0:1": an HCA name, a colon, a port 1..255 without leading zeros. */
@@ -333,9 +210,10 @@ static bool rdma_ok(const char *s)
 	const char *colon = strrchr(s, ':');
 	if (!colon || colon == s || colon[1] < '1' || colon[1] > '9' || strlen(colon + 1) > 3)
 		return false;
-	for (const char *p = s; p < colon; p++)
-		if (!char_ok((unsigned char)*p, AGREE_CS_NAME))
-			return false;
+	char hca[AGREE_RDMA_MAX];
+	snprintf(hca, sizeof(hca), "%.*s", (int)(colon - s), s);
+	if (!np_str_ok(hca, NP_CS_NAME))
+		return false;
 	long port = 0;
 	for (const char *p = colon + 1; *p; p++) {
 		if (*p < '0' || *p > '9')
@@ -354,45 +232,45 @@ static int parse_cand(const json_t *o, struct agree_cand *c, char *why)
 	memset(c, 0, sizeof(*c));
 	if (!json_is_object(o))
 		return snprintf(why, AGREE_WHY_MAX, "not an object"), -1;
-	if (agree_check_keys(o, keys, why) < 0 ||
-	    agree_get_str(o, "if", true, AGREE_CS_IFNAME, 1, c->ifname, sizeof(c->ifname), why) < 0 ||
-	    agree_get_str(o, "cls", true, AGREE_CS_CLS, 1, c->cls, sizeof(c->cls), why) < 0 ||
-	    agree_get_int(o, "fam", true, 4, 6, &fam, why) < 0)
+	if (np_json_check_keys(o, keys, why) < 0 ||
+	    np_json_str(o, "if", true, NP_CS_IFNAME, 1, c->ifname, sizeof(c->ifname), why) < 0 ||
+	    np_json_str(o, "cls", true, NP_CS_CLS, 1, c->cls, sizeof(c->cls), why) < 0 ||
+	    np_json_int(o, "fam", true, 4, 6, &fam, why) < 0)
 		return -1;
 	if (fam == 5)
 		return snprintf(why, AGREE_WHY_MAX, "\"fam\" is 5, not 4 or 6"), -1;
 	if (!strcmp(c->ifname, ".") || !strcmp(c->ifname, ".."))
 		return snprintf(why, AGREE_WHY_MAX, "\"if\" is not an interface name"), -1;
 	c->family = fam == 4 ? AF_INET : AF_INET6;
-	if (agree_get_str(o, "addr", true, AGREE_CS_TEXT, 2, text, sizeof(text), why) < 0)
+	if (np_json_str(o, "addr", true, NP_CS_TEXT, 2, text, sizeof(text), why) < 0)
 		return -1;
-	if (!agree_addr_from_text(c->family, text, c->addr) ||
-	    !agree_addr_is_unicast(c->family, c->addr))
+	if (!addr_from_text(c->family, text, c->addr) ||
+	    !addr_is_unicast(c->family, c->addr))
 		return snprintf(why, AGREE_WHY_MAX, "\"addr\" \"%s\" is not a unicast IPv%ld address",
 				text, fam), -1;
 	inet_ntop(c->family, c->addr, c->addr_text, sizeof(c->addr_text));
-	if (agree_get_int(o, "plen", true, 1, fam == 4 ? 32 : 128, &v, why) < 0)
+	if (np_json_int(o, "plen", true, 1, fam == 4 ? 32 : 128, &v, why) < 0)
 		return -1;
 	c->prefixlen = (int)v;
-	int r = agree_get_str(o, "gw", false, AGREE_CS_TEXT, 2, text, sizeof(text), why);
+	int r = np_json_str(o, "gw", false, NP_CS_TEXT, 2, text, sizeof(text), why);
 	if (r < 0)
 		return -1;
 	if (r == 0) {
-		if (!agree_addr_from_text(c->family, text, c->gw) ||
-		    !agree_addr_is_unicast(c->family, c->gw))
+		if (!addr_from_text(c->family, text, c->gw) ||
+		    !addr_is_unicast(c->family, c->gw))
 			return snprintf(why, AGREE_WHY_MAX, "\"gw\" \"%s\" is not an IPv%ld address",
 					text, fam), -1;
 		c->has_gw = true;
 		inet_ntop(c->family, c->gw, c->gw_text, sizeof(c->gw_text));
 	}
-	if (agree_get_int(o, "mbps", true, -1, MBPS_MAX, &c->mbps, why) < 0 ||
-	    agree_get_int(o, "score", true, -SCORE_MAX, SCORE_MAX, &c->score, why) < 0 ||
-	    agree_get_int(o, "mtu", true, 0, 65536, &v, why) < 0)
+	if (np_json_int(o, "mbps", true, -1, MBPS_MAX, &c->mbps, why) < 0 ||
+	    np_json_int(o, "score", true, -SCORE_MAX, SCORE_MAX, &c->score, why) < 0 ||
+	    np_json_int(o, "mtu", true, 0, 65536, &v, why) < 0)
 		return -1;
 	if (v > 0 && v < 68)
 		return snprintf(why, AGREE_WHY_MAX, "\"mtu\" is %ld, not 0 or 68..65536", v), -1;
 	c->mtu = (int)v;
-	r = agree_get_str(o, "rdma", false, AGREE_CS_TEXT, 3, c->rdma, sizeof(c->rdma), why);
+	r = np_json_str(o, "rdma", false, NP_CS_TEXT, 3, c->rdma, sizeof(c->rdma), why);
 	if (r < 0)
 		return -1;
 	if (r == 0 && !rdma_ok(c->rdma))
@@ -424,7 +302,7 @@ int agree_report_parse(const char *json, size_t len, struct agree_report *out, n
 	if (!root) {
 		snprintf(why, sizeof(why), "not JSON: %.120s (line %d, column %d)", je.text, je.line,
 			 je.column);
-		if (!agree_str_ok(why, AGREE_CS_TEXT))
+		if (!np_str_ok(why, NP_CS_TEXT))
 			snprintf(why, sizeof(why), "not JSON (line %d, column %d)", je.line, je.column);
 		return bad_report(err, NULL, why);
 	}
@@ -434,9 +312,9 @@ int agree_report_parse(const char *json, size_t len, struct agree_report *out, n
 		goto out;
 	}
 	/* The name first, so that every later message can say whose report it is. */
-	if (agree_get_str(root, "pod", true, AGREE_CS_NAME, 1, out->pod, sizeof(out->pod), why) < 0)
+	if (np_json_str(root, "pod", true, NP_CS_NAME, 1, out->pod, sizeof(out->pod), why) < 0)
 		goto out;
-	if (agree_get_int(root, "v", true, 1, 1LL << 40, &version, why) < 0)
+	if (np_json_int(root, "v", true, 1, 1LL << 40, &version, why) < 0)
 		goto out;
 	if (version > AGREE_REPORT_VERSION) {
 		rc = np_error_set(err, NP_EK8S, 0,
@@ -446,10 +324,10 @@ int agree_report_parse(const char *json, size_t len, struct agree_report *out, n
 		memset(out, 0, sizeof(*out));
 		return rc;
 	}
-	if (agree_check_keys(root, keys, why) < 0 ||
-	    agree_get_str(root, "uid", true, AGREE_CS_NAME, 0, out->uid, sizeof(out->uid), why) < 0 ||
-	    agree_get_str(root, "node", true, AGREE_CS_NAME, 0, out->node, sizeof(out->node), why) < 0 ||
-	    agree_get_str(root, "host", false, AGREE_CS_NAME, 1, out->host, sizeof(out->host), why) < 0)
+	if (np_json_check_keys(root, keys, why) < 0 ||
+	    np_json_str(root, "uid", true, NP_CS_NAME, 0, out->uid, sizeof(out->uid), why) < 0 ||
+	    np_json_str(root, "node", true, NP_CS_NAME, 0, out->node, sizeof(out->node), why) < 0 ||
+	    np_json_str(root, "host", false, NP_CS_NAME, 1, out->host, sizeof(out->host), why) < 0)
 		goto out;
 	const json_t *arr = json_object_get(root, "c");
 	if (!json_is_array(arr)) {

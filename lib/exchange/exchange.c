@@ -63,6 +63,15 @@ int ex_annotate_self(struct ex *x, const char *key, const char *json, np_error *
 	return ex_patch_annotations(x, x->name, a, err);
 }
 
+/* The API client's timers may fire a little before the clock reaches the
+ * deadline: what ends that close to it ended because of it. */
+#define EX_DEADLINE_SLACK_MS 250
+
+bool ex_past_deadline(const struct ex *x)
+{
+	return np_now_ms() + EX_DEADLINE_SLACK_MS >= x->o->deadline_ms;
+}
+
 struct tick_ctx {
 	struct ex *x;
 	void (*tick)(struct ex *);
@@ -233,7 +242,7 @@ static int add_gateways(struct agree_report *r, const struct nic_list *nics, np_
 		const struct probe_gateway *best = NULL;
 		for (size_t k = 0; nc && k < n; k++)
 			if (gw[k].ifindex == nc->ifindex && gw[k].family == c->family &&
-			    (!best || gw[k].dst_len < best->dst_len))
+			    (!best || gw[k].dst.len < best->dst.len))
 				best = &gw[k];
 		if (!best)
 			continue;

@@ -27,7 +27,6 @@
 #define EXCHANGE_ANN_ASSIGN "nicpick.io/assignment"
 #define EXCHANGE_ANN_PROBE "nicpick.io/probe"
 #define EXCHANGE_ANN_RESULT "nicpick.io/result"
-#define EXCHANGE_ANN_DECISION "nicpick.io/decision"
 /* On the gatherer's own pod: the state of the current round. */
 #define EXCHANGE_ANN_ROUND "nicpick.io/round"
 /* On the gatherer's own pod: what it waits for (followers show it). */

@@ -269,7 +269,7 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
 	free(sel);
 	if (r < 0) {
-		if (!x->failed && np_now_ms() >= x->o->deadline_ms) {
+		if (!x->failed && ex_past_deadline(x)) {
 			char buf[1024];
 			follow_waiting_text(&x->f, x->leader_sel, buf, sizeof(buf));
 			np_error_set(err, NP_EK8S, 0, "deadline reached waiting for %s", buf);

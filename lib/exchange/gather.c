@@ -57,6 +57,11 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 		}
 		if (p->n_missing < EXCHANGE_MISSING_SHOWN)
 			snprintf(p->missing[p->n_missing++], sizeof(p->missing[0]), "%s", m->name);
+		if (m->report_why[0] && !p->refused[0]) {
+			char r[sizeof(p->refused) + sizeof(m->report_why)];
+			snprintf(r, sizeof(r), "%s: %s", m->name, m->report_why);
+			exchange_text_copy(p->refused, sizeof(p->refused), r);
+		}
 		p->missing_total++;
 	}
 	snprintf(p->probe, sizeof(p->probe), "%s", g->probe_status);
@@ -158,7 +163,7 @@ static int watch(struct ex *x, np_error *err)
 {
 	if (ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) == 0)
 		return 0;
-	return !x->failed && np_now_ms() >= x->o->deadline_ms ? deadline_error(x, err) : -1;
+	return !x->failed && ex_past_deadline(x) ? deadline_error(x, err) : -1;
 }
 
 static int build_reports(struct gather *g, struct agree_report **out, size_t *n)

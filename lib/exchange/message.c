@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agree/agree_priv.h"
+#include "util/jsonread.h"
 
 #define EPOCH_MAX 1000000
 #define MBPS_MAX 100000000LL
@@ -61,6 +61,8 @@ void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t
 		fprintf(f, " (+%d more)", p->missing_total - (int)p->n_missing);
 	if (p->created < p->expect)
 		fprintf(f, "; pods not created yet: %d of %d", p->expect - p->created, p->expect);
+	if (p->refused[0])
+		fprintf(f, "; refused: %s", p->refused);
 	if (p->probe[0])
 		fprintf(f, "; probe: %s", p->probe);
 	fclose(f);
@@ -142,37 +144,38 @@ int exchange_progress_to_json(const struct exchange_progress *p, char **json, np
 	json_t *missing = json_array();
 	for (size_t i = 0; missing && i < p->n_missing && i < EXCHANGE_MISSING_SHOWN; i++)
 		json_array_append_new(missing, json_string(p->missing[i]));
-	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:o}", "v",
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:o, s:i, s:o, s:o}", "v",
 			      EXCHANGE_MSG_VERSION, "leader", p->leader, "leader_pod", p->leader_pod,
 			      "phase", phase_names[p->phase == EXCHANGE_PROBING], "round", p->round,
 			      "expect", p->expect, "created", p->created, "done", p->done, "missing",
-			      missing, "missing_total", p->missing_total, "probe", text(p->probe));
+			      missing, "missing_total", p->missing_total, "probe", text(p->probe),
+			      "refused", text(p->refused));
 	return dump(o, "progress", json, err);
 }
 
 /* ---- reading ---- */
 
-/* Parse, check size, object-ness, keys and version; why[AGREE_WHY_MAX]. */
+/* Parse, check size, object-ness, keys and version; why[NP_JSON_WHY_MAX]. */
 static json_t *load(const char *json, size_t len, const char *const *keys, char *why)
 {
 	if (len > EXCHANGE_MSG_MAX_BYTES) {
-		snprintf(why, AGREE_WHY_MAX, "%zu bytes, more than %d", len, EXCHANGE_MSG_MAX_BYTES);
+		snprintf(why, NP_JSON_WHY_MAX, "%zu bytes, more than %d", len, EXCHANGE_MSG_MAX_BYTES);
 		return NULL;
 	}
 	json_error_t je;
 	json_t *root = json ? json_loadb(json, len, JSON_REJECT_DUPLICATES, &je) : NULL;
 	if (!root) {
-		snprintf(why, AGREE_WHY_MAX, "not JSON: %s", json ? je.text : "empty");
+		snprintf(why, NP_JSON_WHY_MAX, "not JSON: %s", json ? je.text : "empty");
 		return NULL;
 	}
 	long version;
 	if (!json_is_object(root)) {
-		snprintf(why, AGREE_WHY_MAX, "not a JSON object");
-	} else if (agree_check_keys(root, keys, why) == 0 &&
-		   agree_get_int(root, "v", true, 1, 1LL << 40, &version, why) == 0) {
+		snprintf(why, NP_JSON_WHY_MAX, "not a JSON object");
+	} else if (np_json_check_keys(root, keys, why) == 0 &&
+		   np_json_int(root, "v", true, 1, 1LL << 40, &version, why) == 0) {
 		if (version == EXCHANGE_MSG_VERSION)
 			return root;
-		snprintf(why, AGREE_WHY_MAX, "version %ld, this nicpick reads %d (all pods of a job "
+		snprintf(why, NP_JSON_WHY_MAX, "version %ld, this nicpick reads %d (all pods of a job "
 			 "must run the same nicpick)", version, EXCHANGE_MSG_VERSION);
 	}
 	json_decref(root);
@@ -187,21 +190,21 @@ static int bad(np_error *err, const char *what, const char *why)
 static int get_state(const json_t *o, const char *key, bool round, enum exchange_state *out, char *why)
 {
 	char s[16];
-	if (agree_get_str(o, key, true, AGREE_CS_CLS, 1, s, sizeof(s), why) < 0)
+	if (np_json_str(o, key, true, NP_CS_CLS, 1, s, sizeof(s), why) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(state_names) / sizeof(state_names[0]); i++)
 		if (strcmp(s, state_names[i]) == 0 && (round || i != EXCHANGE_FINAL)) {
 			*out = (enum exchange_state)i;
 			return 0;
 		}
-	snprintf(why, AGREE_WHY_MAX, "\"%s\" is \"%s\"", key, s);
+	snprintf(why, NP_JSON_WHY_MAX, "\"%s\" is \"%s\"", key, s);
 	return -1;
 }
 
 static int get_i(const json_t *o, const char *key, long long min, long long max, int *dst, char *why)
 {
 	long v;
-	if (agree_get_int(o, key, true, min, max, &v, why) < 0)
+	if (np_json_int(o, key, true, min, max, &v, why) < 0)
 		return -1;
 	*dst = (int)v;
 	return 0;
@@ -210,13 +213,13 @@ static int get_i(const json_t *o, const char *key, long long min, long long max,
 /* An address of either family; "" only when empty_ok. */
 static int get_addr(const json_t *o, const char *key, bool empty_ok, char *dst, char *why)
 {
-	if (agree_get_str(o, key, true, AGREE_CS_TEXT, empty_ok ? 0 : 1, dst, AGREE_ADDR_TEXT_MAX,
+	if (np_json_str(o, key, true, NP_CS_TEXT, empty_ok ? 0 : 1, dst, AGREE_ADDR_TEXT_MAX,
 			  why) < 0)
 		return -1;
 	unsigned char b[16];
-	if (!dst[0] || agree_addr_from_text(strchr(dst, ':') ? AF_INET6 : AF_INET, dst, b))
+	if (!dst[0] || inet_pton(strchr(dst, ':') ? AF_INET6 : AF_INET, dst, b) == 1)
 		return 0;
-	snprintf(why, AGREE_WHY_MAX, "\"%s\" is not an address", key);
+	snprintf(why, NP_JSON_WHY_MAX, "\"%s\" is not an address", key);
 	return -1;
 }
 
@@ -227,11 +230,11 @@ static int get_failure(const json_t *o, enum exchange_state st, int *status, cha
 	if (st != EXCHANGE_FAILED) {
 		if (!has)
 			return 0;
-		snprintf(why, AGREE_WHY_MAX, "\"status\" or \"reason\" without a failure");
+		snprintf(why, NP_JSON_WHY_MAX, "\"status\" or \"reason\" without a failure");
 		return -1;
 	}
 	return get_i(o, "status", NP_EINTERNAL, NP_ESMOKE, status, why) < 0 ||
-			       agree_get_str(o, "reason", true, AGREE_CS_UTF8, 1, reason,
+			       np_json_str(o, "reason", true, NP_CS_UTF8, 1, reason,
 					     EXCHANGE_REASON_MAX, why) < 0
 		       ? -1
 		       : 0;
@@ -242,11 +245,11 @@ static int get_net(const json_t *o, char *dst, char *why)
 {
 	struct agree_network n;
 	np_error e = { 0 };
-	if (agree_get_str(o, "net", true, AGREE_CS_TEXT, 1, dst, AGREE_NET_TEXT_MAX, why) < 0)
+	if (np_json_str(o, "net", true, NP_CS_TEXT, 1, dst, AGREE_NET_TEXT_MAX, why) < 0)
 		return -1;
 	if (strcmp(dst, "routed") == 0 || agree_network_parse(dst, &n, &e) == 0)
 		return 0;
-	snprintf(why, AGREE_WHY_MAX, "\"net\" is not a network: %.200s", e.msg);
+	snprintf(why, NP_JSON_WHY_MAX, "\"net\" is not a network: %.200s", e.msg);
 	return -1;
 }
 
@@ -256,21 +259,21 @@ static int read_part(const json_t *o, struct exchange_part *p, char *why)
 					    "rank", "world", "root", "min_mbps", NULL };
 	long mbps;
 	if (!json_is_object(o)) {
-		snprintf(why, AGREE_WHY_MAX, "a part is not an object");
+		snprintf(why, NP_JSON_WHY_MAX, "a part is not an object");
 		return -1;
 	}
-	if (agree_check_keys(o, keys, why) < 0 || get_net(o, p->net, why) < 0 ||
-	    agree_get_str(o, "if", true, AGREE_CS_IFNAME, 1, p->ifname, sizeof(p->ifname), why) < 0 ||
+	if (np_json_check_keys(o, keys, why) < 0 || get_net(o, p->net, why) < 0 ||
+	    np_json_str(o, "if", true, NP_CS_IFNAME, 1, p->ifname, sizeof(p->ifname), why) < 0 ||
 	    get_addr(o, "addr", false, p->addr, why) < 0 ||
-	    agree_get_str(o, "next_pod", true, AGREE_CS_NAME, 0, p->next_pod, sizeof(p->next_pod), why) < 0 ||
+	    np_json_str(o, "next_pod", true, NP_CS_NAME, 0, p->next_pod, sizeof(p->next_pod), why) < 0 ||
 	    get_addr(o, "next_addr", true, p->next_addr, why) < 0 ||
 	    get_i(o, "world", 1, AGREE_PODS_MAX, &p->world, why) < 0 ||
 	    get_i(o, "rank", 0, p->world - 1, &p->rank, why) < 0 || get_addr(o, "root", false, p->root, why) < 0 ||
-	    agree_get_int(o, "min_mbps", true, -1, MBPS_MAX, &mbps, why) < 0)
+	    np_json_int(o, "min_mbps", true, -1, MBPS_MAX, &mbps, why) < 0)
 		return -1;
 	p->min_mbps = mbps;
 	if (!p->next_pod[0] != !p->next_addr[0]) {
-		snprintf(why, AGREE_WHY_MAX, "a ring neighbour without its address, or the reverse");
+		snprintf(why, NP_JSON_WHY_MAX, "a ring neighbour without its address, or the reverse");
 		return -1;
 	}
 	return 0;
@@ -281,15 +284,15 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 {
 	static const char *const keys[] = { "v",      "leader", "leader_pod", "epoch", "state",
 					    "status", "reason", "n",          "parts", NULL };
-	char why[AGREE_WHY_MAX] = "";
+	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
 	if (!o)
 		return bad(err, "assignment", why);
 	int ret = -1;
 	const json_t *parts = json_object_get(o, "parts");
-	if (agree_get_str(o, "leader", true, AGREE_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
-	    agree_get_str(o, "leader_pod", true, AGREE_CS_NAME, 1, out->leader_pod, sizeof(out->leader_pod),
+	if (np_json_str(o, "leader", true, NP_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
+	    np_json_str(o, "leader_pod", true, NP_CS_NAME, 1, out->leader_pod, sizeof(out->leader_pod),
 			  why) < 0 ||
 	    get_i(o, "epoch", 1, EPOCH_MAX, &out->epoch, why) < 0 ||
 	    get_state(o, "state", false, &out->state, why) < 0 ||
@@ -325,14 +328,14 @@ int exchange_probe_parse(const char *json, size_t len, struct exchange_probe *ou
 {
 	static const char *const keys[] = { "v", "leader", "epoch", "trials", NULL };
 	static const char *const tkeys[] = { "ok", "mbps", "detail", NULL };
-	char why[AGREE_WHY_MAX] = "";
+	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
 	if (!o)
 		return bad(err, "probe result", why);
 	int ret = -1;
 	const json_t *trials = json_object_get(o, "trials");
-	if (agree_get_str(o, "leader", true, AGREE_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
+	if (np_json_str(o, "leader", true, NP_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
 	    get_i(o, "epoch", 1, EPOCH_MAX, &out->epoch, why) < 0)
 		goto out;
 	if (!json_is_array(trials) || json_array_size(trials) < 1 ||
@@ -348,8 +351,8 @@ int exchange_probe_parse(const char *json, size_t len, struct exchange_probe *ou
 			snprintf(why, sizeof(why), "a trial is not an object");
 			goto out;
 		}
-		if (agree_check_keys(t, tkeys, why) < 0 || agree_get_bool(t, "ok", &x->ok, why) < 0 ||
-		    agree_get_str(t, "detail", true, AGREE_CS_UTF8, 0, x->detail, sizeof(x->detail), why) < 0)
+		if (np_json_check_keys(t, tkeys, why) < 0 || np_json_bool(t, "ok", &x->ok, why) < 0 ||
+		    np_json_str(t, "detail", true, NP_CS_UTF8, 0, x->detail, sizeof(x->detail), why) < 0)
 			goto out;
 		if (!json_is_number(mbps) || json_number_value(mbps) < 0 ||
 		    json_number_value(mbps) > (double)MBPS_MAX) {
@@ -368,12 +371,12 @@ out:
 int exchange_round_parse(const char *json, size_t len, struct exchange_round *out, np_error *err)
 {
 	static const char *const keys[] = { "v", "leader", "epoch", "state", "status", "reason", NULL };
-	char why[AGREE_WHY_MAX] = "";
+	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
 	if (!o)
 		return bad(err, "round", why);
-	int ret = agree_get_str(o, "leader", true, AGREE_CS_NAME, 1, out->leader, sizeof(out->leader),
+	int ret = np_json_str(o, "leader", true, NP_CS_NAME, 1, out->leader, sizeof(out->leader),
 				why) < 0 ||
 				  get_i(o, "epoch", 0, EPOCH_MAX, &out->epoch, why) < 0 ||
 				  get_state(o, "state", true, &out->state, why) < 0 ||
@@ -389,24 +392,25 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
 {
 	static const char *const keys[] = { "v",	    "leader",  "leader_pod", "phase",
 					    "round",	    "expect",  "created",    "done",
-					    "missing",	    "missing_total", "probe", NULL };
-	char why[AGREE_WHY_MAX] = "", phase[16];
+					    "missing",	    "missing_total", "probe", "refused", NULL };
+	char why[NP_JSON_WHY_MAX] = "", phase[16];
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
 	if (!o)
 		return bad(err, "progress", why);
 	int ret = -1;
 	const json_t *missing = json_object_get(o, "missing");
-	if (agree_get_str(o, "leader", true, AGREE_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
-	    agree_get_str(o, "leader_pod", true, AGREE_CS_NAME, 1, out->leader_pod, sizeof(out->leader_pod),
+	if (np_json_str(o, "leader", true, NP_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
+	    np_json_str(o, "leader_pod", true, NP_CS_NAME, 1, out->leader_pod, sizeof(out->leader_pod),
 			  why) < 0 ||
-	    agree_get_str(o, "phase", true, AGREE_CS_CLS, 1, phase, sizeof(phase), why) < 0 ||
+	    np_json_str(o, "phase", true, NP_CS_CLS, 1, phase, sizeof(phase), why) < 0 ||
 	    get_i(o, "round", 0, EPOCH_MAX, &out->round, why) < 0 ||
 	    get_i(o, "expect", 1, AGREE_PODS_MAX, &out->expect, why) < 0 ||
 	    get_i(o, "created", 0, AGREE_PODS_MAX, &out->created, why) < 0 ||
 	    get_i(o, "done", 0, AGREE_PODS_MAX, &out->done, why) < 0 ||
 	    get_i(o, "missing_total", 0, AGREE_PODS_MAX, &out->missing_total, why) < 0 ||
-	    agree_get_str(o, "probe", true, AGREE_CS_UTF8, 0, out->probe, sizeof(out->probe), why) < 0)
+	    np_json_str(o, "probe", true, NP_CS_UTF8, 0, out->probe, sizeof(out->probe), why) < 0 ||
+	    np_json_str(o, "refused", true, NP_CS_UTF8, 0, out->refused, sizeof(out->refused), why) < 0)
 		goto out;
 	if (strcmp(phase, phase_names[EXCHANGE_GATHERING]) == 0) {
 		out->phase = EXCHANGE_GATHERING;
@@ -426,7 +430,7 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
 		const json_t *m = json_array_get(missing, i);
 		const char *s = json_string_value(m);
 		if (!s || json_string_length(m) == 0 || json_string_length(m) >= AGREE_NAME_MAX ||
-		    strlen(s) != json_string_length(m) || !agree_str_ok(s, AGREE_CS_NAME)) {
+		    strlen(s) != json_string_length(m) || !np_str_ok(s, NP_CS_NAME)) {
 			snprintf(why, sizeof(why), "\"missing\" holds a value that is not a pod name");
 			goto out;
 		}

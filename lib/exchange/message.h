@@ -19,7 +19,7 @@
  *   nicpick.io/progress    on the gatherer's pod: what it waits for
  *     {"v":1,"leader":UID,"leader_pod":NAME,"phase":"gather"|"probe","round":N,
  *      "expect":M,"created":K,"done":D,"missing":[NAME...],"missing_total":T,
- *      "probe":"..."}
+ *      "probe":"...","refused":"job-3: bad report: ..."}
  *
  * The report (nicpick.io/report) is lib/agree's agree_report. */
 #ifndef NP_EXCHANGE_MESSAGE_H
@@ -108,6 +108,8 @@ struct exchange_progress {
 	size_t n_missing;  /* at most EXCHANGE_MISSING_SHOWN of them, by name */
 	char missing[EXCHANGE_MISSING_SHOWN][AGREE_NAME_MAX];
 	char probe[EXCHANGE_DETAIL_MAX]; /* the probe's status, "" before one */
+	char refused[EXCHANGE_DETAIL_MAX]; /* "pod: why" of a missing pod whose
+					    * report or probe was refused, or "" */
 };
 
 /* Writers: *json is malloc'd.  Text fields are cut to fit and their

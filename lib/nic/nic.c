@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "util/prefix.h"
+
 static const char *const class_names[NIC_CLASS_COUNT] = {
 	[NIC_CLASS_PHYSICAL] = "physical",
 	[NIC_CLASS_SRIOV_VF] = "sriov-vf",
@@ -44,11 +46,9 @@ int nic_class_from_name(const char *name)
 
 bool nic_addr_is_link_local(const struct nic_addr *a)
 {
-	if (a->family == AF_INET)
-		return a->bytes[0] == 169 && a->bytes[1] == 254;
-	if (a->family == AF_INET6)
-		return a->bytes[0] == 0xfe && (a->bytes[1] & 0xc0) == 0x80;
-	return false;
+	static const struct np_prefix v4 = { .family = AF_INET, .bytes = { 169, 254 }, .len = 16 };
+	static const struct np_prefix v6 = { .family = AF_INET6, .bytes = { 0xfe, 0x80 }, .len = 10 };
+	return np_prefix_contains(&v4, a->family, a->bytes) || np_prefix_contains(&v6, a->family, a->bytes);
 }
 
 void nicp_nic_init(struct nic *n)

@@ -37,14 +37,6 @@ static const char *class_label(enum nic_class c)
 	return (unsigned)c < NIC_CLASS_COUNT && names[c] ? names[c] : "unknown";
 }
 
-static bool addr_is_link_local(const struct nic_addr *a)
-{
-	if (a->family == AF_INET)
-		return a->bytes[0] == 169 && a->bytes[1] == 254;
-	if (a->family == AF_INET6)
-		return a->bytes[0] == 0xfe && (a->bytes[1] & 0xc0) == 0x80;
-	return false;
-}
 
 static const struct nic *find_index(const struct nic_list *l, int ifindex)
 {
@@ -153,7 +145,7 @@ static void judge_addresses(const struct policy *p, const struct nic *n, struct 
 		if (p->family != AF_UNSPEC && a->family != p->family)
 			continue;
 		any_family = true;
-		if (addr_is_link_local(a))
+		if (nic_addr_is_link_local(a))
 			continue;
 		any_global = true;
 		if (p->has_cidr && !np_prefix_contains(&p->cidr, a->family, a->bytes))

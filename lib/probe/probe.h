@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "util/err.h"
+#include "util/prefix.h"
 
 #define PROBE_DEFAULT_PORT 29417
 #define PROBE_ADDR_MAX 64
@@ -48,8 +49,8 @@ int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *e
 struct probe_gateway {
 	int ifindex;
 	int family;
-	unsigned char addr[16];
-	int dst_len; /* 0 for a default route */
+	unsigned char addr[16]; /* the gateway */
+	struct np_prefix dst;	/* the route's destination; length 0: the default route */
 };
 
 /* Every route with a gateway in the main table, both families.  *out is

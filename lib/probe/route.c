@@ -100,7 +100,11 @@ static int on_gateway_route(struct nl_msg *msg, void *arg)
 	memset(g, 0, sizeof(*g));
 	g->ifindex = (int)nla_get_u32(tb[RTA_OIF]);
 	g->family = rtm->rtm_family;
-	g->dst_len = rtm->rtm_dst_len;
+	g->dst.family = rtm->rtm_family;
+	g->dst.len = rtm->rtm_dst_len > alen * 8 ? (int)alen * 8 : rtm->rtm_dst_len;
+	if (tb[RTA_DST] && (size_t)nla_len(tb[RTA_DST]) == alen)
+		memcpy(g->dst.bytes, nla_data(tb[RTA_DST]), alen);
+	np_prefix_mask(g->dst.family, g->dst.bytes, g->dst.len);
 	memcpy(g->addr, nla_data(tb[RTA_GATEWAY]), alen);
 	return NL_OK;
 }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "outputs/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
 
@@ -78,14 +79,6 @@ static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char
 	}
 }
 
-json_t *select_discover_json(const struct nic_list *l, const struct policy_ranking *rk)
-{
-	json_t *arr = nic_list_to_json(l);
-	for (size_t i = 0; arr && rk && i < l->n && i < rk->n; i++)
-		policy_verdict_to_json(&rk->v[i], &l->v[i], json_array_get(arr, i));
-	return arr;
-}
-
 struct each_ctx {
 	const struct nic_list *l;
 	const struct policy_ranking *rk;
@@ -106,66 +99,6 @@ int select_discover_each(const struct nic_list *l, const struct policy_ranking *
 {
 	struct each_ctx c = { .l = l, .rk = rk, .fn = fn, .ud = ud };
 	return nic_list_each_json(l, each_one, &c);
-}
-
-static json_t *env_to_json(const struct outputs_env *env)
-{
-	json_t *o = json_object();
-	for (size_t i = 0; i < env->n; i++)
-		json_object_set_new(o, env->vars[i].key, json_string(env->vars[i].value));
-	return o;
-}
-
-static json_t *agreement_json(const struct exchange_result *x)
-{
-	json_t *a = json_pack("{s:b, s:s, s:I, s:i, s:i, s:i, s:s, s:I, s:s, s:s, s:s, s:{s:I, s:I, s:I, s:I}}",
-			      "gatherer", x->leader, "network", x->network, "pods", (json_int_t)x->n_pods,
-			      "round", x->epoch, "rank", x->rank, "world", x->world, "root", x->root_addr,
-			      "min_mbps", (json_int_t)x->min_mbps, "probed_pod", x->next_pod, "probed_address", x->next_addr,
-			      "probe", x->probe_detail, "api", "requests", (json_int_t)x->stats.requests,
-			      "retries", (json_int_t)x->stats.retries, "bytes_sent",
-			      (json_int_t)x->stats.bytes_sent, "bytes_received",
-			      (json_int_t)x->stats.bytes_received);
-	if (a && x->has_decision) {
-		char *s = NULL;
-		np_error e = { 0 };
-		json_t *d = agree_decision_to_json(&x->decision, &s, &e) == 0 ? json_loads(s, 0, NULL) : NULL;
-		free(s);
-		if (!d) {
-			json_decref(a);
-			return NULL;
-		}
-		json_object_set_new(a, "decision", d);
-	}
-	return a;
-}
-
-static json_t *build_decision(const struct select_opts *o, const struct select_result *r,
-			      const struct outputs_choice *c, const struct outputs_env *env)
-{
-	const struct nic *n = &r->nics.v[r->chosen];
-	const struct policy_verdict *v = &r->ranking.v[r->chosen];
-	char host[256] = "";
-	gethostname(host, sizeof(host) - 1);
-
-	json_t *choice = json_pack("{s:s, s:[s], s:s?, s:s, s:s, s:I, s:I}", "interface", n->name,
-				   "interfaces", n->name, "address",
-				   v->addr >= 0 ? n->addrs[v->addr].text : NULL, "family",
-				   c->family == AF_INET6 ? "inet6" : "inet", "class",
-				   nic_class_name(n->cls), "effective_speed_mbps",
-				   (json_int_t)n->eff_speed_mbps, "score", (json_int_t)v->score);
-	if (c->ib_hca)
-		json_object_set_new(choice, "ib_hca", json_string(c->ib_hca));
-	if (c->gid_index >= 0)
-		json_object_set_new(choice, "ib_gid_index", json_integer(c->gid_index));
-
-	json_t *smoke = smoke_report_to_json(&r->smoke);
-	return json_pack("{s:i, s:{s:s, s:s}, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "version", 1,
-			 "nicpick", "version", NICPICK_VERSION, "rev", NICPICK_GITREV, "node", host,
-			 "peers", o->peers_k8s ? "k8s" : "none", "source",
-			 o->snapshot ? "snapshot" : (o->src.sysfs_root || o->src.netlink_json) ? "replay" : "node",
-			 "policy", policy_to_json(&o->policy), "choice", choice, "env", env_to_json(env),
-			 "candidates", select_discover_json(&r->nics, &r->ranking), "smoke", smoke);
 }
 
 /* Agree with the job's other pods; r->chosen becomes this pod's interface on
@@ -335,12 +268,22 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 	    jobs_envcheck_pod(r->ex.pod, &env, o->out_dir, o->strict_env, &r->env_warnings, err) < 0)
 		return -1; /* select_run says why on the pod */
 
-	r->decision = build_decision(o, r, &c, &env);
+	struct outputs_decision od = {
+		.peers_k8s = o->peers_k8s,
+		.source = o->snapshot ? "snapshot" : (o->src.sysfs_root || o->src.netlink_json) ? "replay" : "node",
+		.policy = &o->policy,
+		.nics = &r->nics,
+		.ranking = &r->ranking,
+		.chosen = (size_t)r->chosen,
+		.choice = &c,
+		.env = &env,
+		.smoke = &r->smoke,
+		.env_warnings = &r->env_warnings,
+		.agreement = r->agreed ? &r->ex : NULL,
+	};
+	r->decision = outputs_decision_json(&od);
 	if (!r->decision)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build decision.json");
-	json_object_set_new(r->decision, "warnings", jobs_env_warnings_json(&r->env_warnings));
-	if (r->agreed)
-		json_object_set_new(r->decision, "agreement", agreement_json(&r->ex));
 	if (o->out_dir && outputs_write(o->out_dir, &env, r->decision, err) < 0)
 		return -1;
 	if (r->agreed) {

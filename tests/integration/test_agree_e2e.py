@@ -235,6 +235,19 @@ def assert_failed_events_say(c, pods, text):
         assert e["message"] in error_line(p), (e["message"], p.describe())
 
 
+def test_a_refused_report_is_named_with_its_reason_on_every_pod(make_cluster):
+    c = make_cluster()
+    started = c.pods[:3]
+    # job-w-3 "reports" in a format no nicpick writes.
+    c.server.patch_object(C.NAMESPACE, c.pods[3].name, {"metadata": {"annotations": {
+        "nicpick.io/report": json.dumps({"v": 1, "pod": c.pods[3].name, "bogus": 1})}}})
+    run_job(c, *COMMON, "--timeout", "8", pods=started, timeout=30)
+    assert_all_exit(c, 5, started)
+    for p in started:
+        err = error_line(p)
+        assert "missing: job-w-3" in err and "refused: job-w-3: bad report" in err, p.describe()
+
+
 def test_pods_not_created_yet_are_counted_on_every_pod(make_cluster):
     c = make_cluster(seed=False)
     c.seed_pods(count=3)  # the job's fourth pod never gets created

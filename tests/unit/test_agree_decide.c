@@ -75,9 +75,11 @@ static const struct agree_ranked *ranked(const struct agree_decision *d, const c
 
 static char *decision_json(const struct agree_decision *d)
 {
-	char *s = NULL;
-	np_error err = { 0 };
-	assert_int_equal(agree_decision_to_json(d, &s, &err), 0);
+	json_t *j = agree_decision_json(d);
+	assert_non_null(j);
+	char *s = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	assert_non_null(s);
 	return s;
 }
 
@@ -393,12 +395,9 @@ static void test_routed_fallback_needs_gateways(void **state)
 	assert_int_equal(assign_of(&d, "r2")->prefixlen, 31);
 
 	char *s = decision_json(&d);
-	struct agree_decision back;
-	assert_int_equal(agree_decision_parse(s, strlen(s), &back, &err), 0);
-	assert_true(back.routed);
-	assert_string_equal(back.rails[0].assign[1].ifname, "ens1");
+	assert_non_null(strstr(s, "\"routed\":true"));
+	assert_non_null(strstr(s, "\"net\":\"routed\""));
 	free(s);
-	agree_decision_free(&back);
 	agree_decision_free(&d);
 
 	/* Two pods on one address in different subnets: never a routed decision. */

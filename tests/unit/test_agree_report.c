@@ -1,4 +1,4 @@
-/* The report and decision formats: building, strict reading, fuzzing. */
+/* The report format: building, strict reading, fuzzing; networks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,6 +78,20 @@ static void node_fixture(struct node_fixture *f)
 	f->rank = (struct policy_ranking){ .v = f->v, .n = 3, .order = f->order, .n_usable = 2 };
 }
 
+/* What a pod publishes: its report from its interfaces, written out. */
+static int report_build(const char *pod, const char *uid, const char *node, const struct node_fixture *f,
+			char **json, np_error *err)
+{
+	struct agree_report *r = malloc(sizeof(*r));
+	assert_non_null(r);
+	*json = NULL;
+	int ret = agree_report_from_nics(pod, uid, node, &f->list, &f->rank, r, err) < 0
+			  ? -1
+			  : agree_report_to_json(r, json, err);
+	free(r);
+	return ret;
+}
+
 static void test_report_round_trip_in_ranking_order(void **state)
 {
 	struct node_fixture f;
@@ -85,9 +99,7 @@ static void test_report_round_trip_in_ranking_order(void **state)
 	np_error err = { 0 };
 	char *json = NULL;
 	node_fixture(&f);
-	assert_int_equal(agree_report_build("job-w-3", "6f1c-aa", "nodeA", &f.list, &f.rank, &json,
-					    &err),
-			 0);
+	assert_int_equal(report_build("job-w-3", "6f1c-aa", "nodeA", &f, &json, &err), 0);
 	assert_true(strlen(json) <= AGREE_REPORT_MAX_BYTES);
 	assert_int_equal(agree_report_parse(json, strlen(json), &r, &err), 0);
 	assert_string_equal(r.pod, "job-w-3");
@@ -136,10 +148,10 @@ static void test_report_build_refuses_bad_pod_name(void **state)
 	np_error err = { 0 };
 	char *json = NULL;
 	node_fixture(&f);
-	assert_int_equal(agree_report_build("", "u", "n", &f.list, &f.rank, &json, &err), -1);
+	assert_int_equal(report_build("", "u", "n", &f, &json, &err), -1);
 	assert_int_equal(err.status, NP_EUSAGE);
 	assert_null(json);
-	assert_int_equal(agree_report_build("a b", "u", "n", &f.list, &f.rank, &json, &err), -1);
+	assert_int_equal(report_build("a b", "u", "n", &f, &json, &err), -1);
 }
 
 static void big_report(struct agree_report *r)
@@ -339,9 +351,7 @@ static void test_report_fuzz_mutations_never_crash(void **state)
 	np_error err = { 0 };
 	char *seed_json = NULL;
 	node_fixture(&f);
-	assert_int_equal(agree_report_build("job-w-3", "u", "nodeA", &f.list, &f.rank, &seed_json,
-					    &err),
-			 0);
+	assert_int_equal(report_build("job-w-3", "u", "nodeA", &f, &seed_json, &err), 0);
 	struct agree_report *r = malloc(sizeof(*r)), *r2 = malloc(sizeof(*r2));
 	size_t seed_len = strlen(seed_json), accepted = 0;
 	char *buf = malloc(4 * seed_len);
@@ -370,159 +380,7 @@ static void test_report_fuzz_mutations_never_crash(void **state)
 	free(seed_json);
 }
 
-/* ---- the decision annotation ---- */
-
-static void two_pods(struct agree_report *r)
-{
-	memset(r, 0, 2 * sizeof(*r));
-	const char *pods[] = { "job-w-1", "job-w-0" }, *ifs[] = { "ens3f0", "eth1" };
-	for (int i = 0; i < 2; i++) {
-		strcpy(r[i].pod, pods[i]);
-		struct agree_cand *c = &r[i].c[r[i].n++];
-		strcpy(c->ifname, ifs[i]);
-		strcpy(c->cls, "physical");
-		c->family = AF_INET;
-		c->addr[0] = 10, c->addr[1] = 9, c->addr[3] = (unsigned char)(i + 1);
-		c->prefixlen = 24;
-		c->mbps = 100000;
-		c = &r[i].c[r[i].n++];
-		strcpy(c->ifname, "cni0");
-		c->family = AF_INET;
-		inet_pton(AF_INET, "10.244.0.1", c->addr);
-		c->prefixlen = 24;
-	}
-}
-
-static void test_decision_round_trip_and_check_own(void **state)
-{
-	struct agree_report r[2];
-	struct agree_decision d, back;
-	struct agree_options opt = { 0 };
-	struct agree_own own;
-	np_error err = { 0 };
-	char *json = NULL, *again = NULL;
-	two_pods(r);
-	agree_network_parse("10.8.0.0/16", &opt.excluded[opt.n_excluded++], &err);
-	assert_int_equal(agree_decide(r, 2, &opt, &d, &err), 0);
-	assert_int_equal(agree_decision_to_json(&d, &json, &err), 0);
-	assert_int_equal(agree_decision_parse(json, strlen(json), &back, &err), 0);
-	assert_int_equal(agree_decision_to_json(&back, &again, &err), 0);
-	assert_string_equal(json, again);
-	assert_string_equal(back.rails[0].net.text, "10.9.0.0/24");
-	assert_string_equal(back.excluded[0].text, "10.8.0.0/16");
-
-	assert_int_equal(agree_decision_check_own(&back, &r[0], &own, &err), 0);
-	assert_int_equal(own.n_rails, 1);
-	assert_int_equal(own.cand[0], 0);
-	assert_int_equal(agree_decision_check_own(&back, &r[1], &own, &err), 0);
-
-	struct agree_report stranger = r[0];
-	strcpy(stranger.pod, "job-w-9");
-	assert_int_equal(agree_decision_check_own(&back, &stranger, &own, &err), -1);
-	assert_int_equal(err.status, NP_EK8S);
-	assert_non_null(strstr(err.msg, "does not include pod job-w-9"));
-
-	struct agree_report moved = r[0]; /* same pod, its report changed since */
-	moved.c[0].addr[3] = 77;
-	assert_int_equal(agree_decision_check_own(&back, &moved, &own, &err), -1);
-	assert_int_equal(err.status, NP_EK8S);
-	assert_non_null(strstr(err.msg, "names ens3f0 10.9.0.1 for pod job-w-1, which is not in its report"));
-	free(json);
-	free(again);
-	agree_decision_free(&d);
-	agree_decision_free(&back);
-
-	/* A failed decision travels too, and a follower exits with its reason. */
-	r[1].n = 1;
-	r[1].c[0].addr[1] = 7;
-	assert_int_equal(agree_decide(r, 2, NULL, &d, &err), -1);
-	assert_int_equal(agree_decision_to_json(&d, &json, &err), 0);
-	assert_int_equal(agree_decision_parse(json, strlen(json), &back, &err), 0);
-	assert_false(back.ok);
-	assert_true(back.n_table > 0);
-	assert_int_equal(agree_decision_check_own(&back, &r[0], &own, &err), -1);
-	assert_int_equal(err.status, NP_ENOCOMMON);
-	assert_string_equal(err.msg, d.error);
-	free(json);
-	agree_decision_free(&d);
-	agree_decision_free(&back);
-}
-
-static void test_decision_strict_rejection(void **state)
-{
-#define RAIL(assign) "\"rails\":[{\"net\":\"10.9.0.0/24\",\"fam\":4,\"mbps\":1,\"score\":1,\"assign\":[" assign "]}]"
-#define A(p) "{\"pod\":\"" p "\",\"if\":\"eth1\",\"addr\":\"10.9.0.1\",\"plen\":24}"
-#define TAIL ",\"nets\":[],\"nets_total\":0,\"table\":[],\"table_total\":0,\"excl\":[]}"
-	static const struct {
-		const char *json, *why;
-	} table[] = {
-		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":2," RAIL(A("a") "," A("b")) TAIL, NULL },
-		{ "{\"v\":2,\"ok\":true}", "version 2 is newer than this nicpick (1)" },
-		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":2," RAIL(A("b") "," A("a")) TAIL,
-		  "not sorted by pod name" },
-		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":3," RAIL(A("a") "," A("b")) TAIL,
-		  "\"assign\" is not an array of 3 pods" },
-		{ "{\"v\":1,\"ok\":\"yes\",\"routed\":false,\"pods\":2," RAIL(A("a") "," A("b")) TAIL,
-		  "\"ok\" is not a boolean" },
-		{ "{\"v\":1,\"ok\":false,\"routed\":false,\"pods\":2,\"rails\":[]" TAIL, "missing \"error\"" },
-		{ "{\"v\":1,\"ok\":false,\"routed\":false,\"pods\":2," RAIL(A("a") "," A("b")) TAIL,
-		  "\"ok\" does not match \"rails\"" },
-		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":1,\"rails\":[{\"net\":\"10.9.0.1/24\","
-		  "\"fam\":4,\"mbps\":1,\"score\":1,\"assign\":[" A("a") "]}]" TAIL,
-		  "\"net\" is not a network" },
-		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":1,\"rails\":[{\"net\":\"10.9.0.0/24\","
-		  "\"fam\":4,\"mbps\":1,\"score\":1,\"assign\":[{\"pod\":\"a\",\"if\":\"eth1\","
-		  "\"addr\":\"fd00::1\",\"plen\":24}]}]" TAIL,
-		  "\"addr\" of pod a is not an address" },
-		{ "{\"v\":1,\"ok\":true,\"routed\":false,\"pods\":1,\"bogus\":0}", "unknown key \"bogus\"" },
-	};
-	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		struct agree_decision d;
-		np_error err = { 0 };
-		int rc = agree_decision_parse(table[i].json, strlen(table[i].json), &d, &err);
-		if (!table[i].why) {
-			if (rc != 0)
-				fail_msg("case %zu refused: %s", i, err.msg);
-			agree_decision_free(&d);
-			continue;
-		}
-		if (rc != -1 || err.status != NP_EK8S || !strstr(err.msg, table[i].why))
-			fail_msg("case %zu: rc %d msg \"%s\", wanted \"%s\"", i, rc, err.msg,
-				 table[i].why);
-		assert_null(d.rails[0].assign);
-	}
-}
-
-static void test_decision_fuzz_mutations_never_crash(void **state)
-{
-	struct agree_report r[2];
-	struct agree_decision d, back;
-	np_error err = { 0 };
-	char *json = NULL;
-	two_pods(r);
-	assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
-	assert_int_equal(agree_decision_to_json(&d, &json, &err), 0);
-	agree_decision_free(&d);
-	size_t seed_len = strlen(json), accepted = 0;
-	char *buf = malloc(4 * seed_len);
-	unsigned seed = 777;
-	for (int it = 0; it < 5000; it++) {
-		memcpy(buf, json, seed_len);
-		size_t len = mutate(buf, seed_len, 4 * seed_len, &seed);
-		np_error e = { 0 };
-		if (agree_decision_parse(buf, len, &back, &e) == 0) {
-			struct agree_own own;
-			accepted++;
-			agree_decision_check_own(&back, &r[0], &own, &e);
-			agree_decision_free(&back);
-		} else {
-			assert_int_equal(e.status, NP_EK8S);
-		}
-	}
-	print_message("decision fuzz: 5000 mutations, %zu accepted\n", accepted);
-	free(buf);
-	free(json);
-}
+/* ---- networks ---- */
 
 static void test_network_parse(void **state)
 {
@@ -548,9 +406,6 @@ int main(void)
 		cmocka_unit_test(test_report_strict_rejection_table),
 		cmocka_unit_test(test_report_size_and_count_limits),
 		cmocka_unit_test(test_report_fuzz_mutations_never_crash),
-		cmocka_unit_test(test_decision_round_trip_and_check_own),
-		cmocka_unit_test(test_decision_strict_rejection),
-		cmocka_unit_test(test_decision_fuzz_mutations_never_crash),
 		cmocka_unit_test(test_network_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

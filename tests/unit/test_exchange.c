@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "exchange/exchange_priv.h"
 #include "exchange/gather_priv.h"
@@ -98,6 +99,7 @@ static void test_probe_round_and_progress_round_trip(void **state)
 	snprintf(g.leader_pod, sizeof(g.leader_pod), "job-0");
 	snprintf(g.missing[0], sizeof(g.missing[0]), "job-3");
 	snprintf(g.missing[1], sizeof(g.missing[1]), "job-6");
+	snprintf(g.refused, sizeof(g.refused), "job-3: bad report: unknown key \"x\"");
 	assert_int_equal(exchange_progress_to_json(&g, &s, &err), 0);
 	assert_int_equal(exchange_progress_parse(s, strlen(s), &g2, &err), 0);
 	free(s);
@@ -178,13 +180,82 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 	free(big);
 	const char *names = "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"j\",\"phase\":\"gather\",\"round\":0,"
 			    "\"expect\":2,\"created\":2,\"done\":1,\"missing\":[\"a b\"],\"missing_total\":1,"
-			    "\"probe\":\"\"}";
+			    "\"probe\":\"\",\"refused\":\"\"}";
 	assert_int_equal(exchange_progress_parse(names, strlen(names), &pg, &err), -1);
 	assert_non_null(strstr(err.msg, "not a pod name"));
 	const char *probe = "{\"v\":1,\"leader\":\"u\",\"epoch\":1,\"trials\":[{\"ok\":1,\"mbps\":0,\"detail\":\"\"}]}";
 	struct exchange_probe pr;
 	assert_int_equal(exchange_probe_parse(probe, strlen(probe), &pr, &err), -1);
 	assert_non_null(strstr(err.msg, "\"ok\" is not a boolean"));
+}
+
+/* Random byte mutations of valid messages: every reader refuses or takes
+ * them, never crashes, and what it takes it writes back readably. */
+static void test_readers_survive_mutations(void **state)
+{
+	struct exchange_assignment a = assignment(EXCHANGE_MEASURE, 2);
+	struct exchange_progress g = { .phase = EXCHANGE_PROBING, .round = 1, .expect = 3, .created = 3,
+				       .done = 1, .missing_total = 2, .n_missing = 2, .probe = "x" };
+	snprintf(g.leader, sizeof(g.leader), "u");
+	snprintf(g.leader_pod, sizeof(g.leader_pod), "p");
+	snprintf(g.missing[0], sizeof(g.missing[0]), "a");
+	snprintf(g.missing[1], sizeof(g.missing[1]), "b");
+	struct exchange_probe p = { .epoch = 1, .n = 1, .t = { { .ok = true, .mbps = 1.5, .detail = "d" } } };
+	snprintf(p.leader, sizeof(p.leader), "u");
+	struct exchange_round r = { .epoch = 2, .state = EXCHANGE_FAILED, .status = NP_ENOCOMMON,
+				    .reason = "none" };
+	snprintf(r.leader, sizeof(r.leader), "u");
+	char *seed[4];
+	np_error err = { 0 };
+	assert_int_equal(exchange_assignment_to_json(&a, &seed[0], &err), 0);
+	assert_int_equal(exchange_progress_to_json(&g, &seed[1], &err), 0);
+	assert_int_equal(exchange_probe_to_json(&p, &seed[2], &err), 0);
+	assert_int_equal(exchange_round_to_json(&r, &seed[3], &err), 0);
+	static const char alphabet[] = "{}[]\":,0123456789-.eE \\ufalsetruenull\x01\xff";
+	unsigned seedv = 7;
+	size_t accepted = 0;
+	for (int i = 0; i < 20000; i++) {
+		int k = i % 4;
+		size_t len = strlen(seed[k]);
+		char buf[EXCHANGE_MSG_MAX_BYTES];
+		memcpy(buf, seed[k], len + 1);
+		for (int m = 0; m < 1 + (int)(rand_r(&seedv) % 3); m++)
+			buf[rand_r(&seedv) % len] = alphabet[rand_r(&seedv) % (sizeof(alphabet) - 1)];
+		np_error e = { 0 };
+		char *again = NULL;
+		int rc;
+		if (k == 0) {
+			struct exchange_assignment x;
+			rc = exchange_assignment_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_assignment_to_json(&x, &again, &e), 0);
+		} else if (k == 1) {
+			struct exchange_progress x;
+			rc = exchange_progress_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_progress_to_json(&x, &again, &e), 0);
+		} else if (k == 2) {
+			struct exchange_probe x;
+			rc = exchange_probe_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_probe_to_json(&x, &again, &e), 0);
+		} else {
+			struct exchange_round x;
+			rc = exchange_round_parse(buf, len, &x, &e);
+			if (rc == 0)
+				assert_int_equal(exchange_round_to_json(&x, &again, &e), 0);
+		}
+		if (rc == 0) {
+			accepted++;
+			free(again);
+		} else {
+			assert_int_equal(e.status, NP_EK8S);
+			assert_true(strlen(e.msg) > 0);
+		}
+	}
+	print_message("message fuzz: 20000 mutations, %zu accepted\n", accepted);
+	for (int k = 0; k < 4; k++)
+		free(seed[k]);
 }
 
 static void test_progress_text_names_missing_pods_and_pods_not_created(void **state)
@@ -347,6 +418,7 @@ static void test_gatherer_waits_for_every_report_and_names_the_missing(void **st
 		assert_true(p.n_missing <= EXCHANGE_MISSING_SHOWN);
 		np_error err = { 0 };
 		assert_int_equal(gather_check_count(&g, &err), cases[i].count_error ? -1 : 0);
+		assert_string_equal(p.refused, "");
 		if (cases[i].count_error) {
 			assert_int_equal(err.status, NP_EK8S);
 			assert_non_null(strstr(err.msg, "5 pods of the job exist"));
@@ -386,6 +458,12 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	assert_int_equal(p.phase, EXCHANGE_PROBING);
 	assert_int_equal(p.missing_total, 1);
 	assert_string_equal(p.missing[0], "job-1");
+	snprintf(now->report_why, sizeof(now->report_why), "bad probe result: \"ok\" is not a boolean");
+	gather_progress(&g, "uid-job-0", "job-0", &p);
+	assert_string_equal(p.refused, "job-1: bad probe result: \"ok\" is not a boolean");
+	char text[512];
+	exchange_progress_text(&p, text, sizeof(text));
+	assert_non_null(strstr(text, "; refused: job-1: bad probe result"));
 	now->probe.epoch = 3;
 	assert_true(gather_ready(&g, "job-0"));
 	/* A pod restarted and lost its part: hand it out again. */
@@ -396,17 +474,106 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	gather_free_members(&g);
 }
 
+/* What the gatherer takes from a Pod object: the API's JSON, the boundary. */
+static json_t *pod_json(const char *name, const char *uid, const char *index, const char *phase,
+			const char *report, const char *assign, const char *probe)
+{
+	json_t *ann = json_object();
+	if (report)
+		json_object_set_new(ann, EXCHANGE_ANN_REPORT, json_string(report));
+	if (assign)
+		json_object_set_new(ann, EXCHANGE_ANN_ASSIGN, json_string(assign));
+	if (probe)
+		json_object_set_new(ann, EXCHANGE_ANN_PROBE, json_string(probe));
+	json_t *pod = json_pack("{s:{s:s, s:s, s:s, s:{s:s}, s:o}, s:{s:s}}", "metadata", "name", name,
+				"uid", uid, "creationTimestamp", "2026-01-01T00:00:00Z", "labels",
+				"batch.kubernetes.io/job-completion-index", index, "annotations", ann,
+				"status", "phase", phase);
+	assert_non_null(pod);
+	return pod;
+}
+
+static void test_gatherer_reads_pod_objects_from_a_table(void **state)
+{
+	struct agree_report r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.pod, sizeof(r.pod), "job-1");
+	snprintf(r.uid, sizeof(r.uid), "u1");
+	r.n = 1;
+	snprintf(r.c[0].ifname, sizeof(r.c[0].ifname), "eth1");
+	snprintf(r.c[0].cls, sizeof(r.c[0].cls), "physical");
+	r.c[0].family = AF_INET;
+	r.c[0].addr[0] = 10, r.c[0].addr[1] = 9, r.c[0].addr[3] = 2;
+	snprintf(r.c[0].addr_text, sizeof(r.c[0].addr_text), "10.9.0.2");
+	r.c[0].prefixlen = 24;
+	r.c[0].mbps = 1000;
+	char *rep = NULL, *as_mine = NULL, *as_other = NULL, *pr = NULL;
+	np_error err = { 0 };
+	assert_true(agree_report_to_json(&r, &rep, &err) >= 0);
+	struct exchange_assignment a = assignment(EXCHANGE_PROBE, 1);
+	snprintf(a.leader, sizeof(a.leader), "uid-g");
+	a.epoch = 3;
+	assert_int_equal(exchange_assignment_to_json(&a, &as_mine, &err), 0);
+	snprintf(a.leader, sizeof(a.leader), "uid-old-gatherer");
+	assert_int_equal(exchange_assignment_to_json(&a, &as_other, &err), 0);
+	struct exchange_probe p = { .epoch = 3, .n = 1, .t = { { .ok = true } } };
+	snprintf(p.leader, sizeof(p.leader), "uid-g");
+	assert_int_equal(exchange_probe_to_json(&p, &pr, &err), 0);
+
+	static const struct {
+		const char *name, *uid, *phase;
+		int report; /* 0 none, 1 ours */
+		int assign; /* 0 none, 1 this gatherer's, 2 another's */
+		const char *probe; /* NULL: none; "ok": ours */
+		bool live, has_report, has_probe;
+		int assigned_epoch;
+		const char *why;
+	} cases[] = {
+		{ "job-1", "u1", "Running", 1, 1, "ok", true, true, true, 3, "" },
+		{ "job-1", "u1", "Running", 1, 2, NULL, true, true, false, 0, "" },
+		{ "job-1", "u2", "Running", 1, 0, NULL, true, false, false, 0, "earlier incarnation" },
+		{ "job-1", "u1", "Succeeded", 1, 0, NULL, false, true, false, 0, "" },
+		{ "job-1", "u1", "Running", 0, 0, "{\"v\":1}", true, false, false, 0, "bad probe result" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gather g;
+		memset(&g, 0, sizeof(g));
+		const char *probe = cases[i].probe && !strcmp(cases[i].probe, "ok") ? pr : cases[i].probe;
+		json_t *pod = pod_json(cases[i].name, cases[i].uid, "1", cases[i].phase,
+				       cases[i].report ? rep : NULL,
+				       cases[i].assign == 1 ? as_mine : cases[i].assign == 2 ? as_other : NULL,
+				       probe);
+		gather_member_update(&g, "uid-g", pod);
+		json_decref(pod);
+		struct member *m = gather_member(&g, cases[i].name, false);
+		assert_non_null(m);
+		if (m->live != cases[i].live || m->has_report != cases[i].has_report ||
+		    m->has_probe != cases[i].has_probe || m->assigned_epoch != cases[i].assigned_epoch ||
+		    !strstr(m->report_why, cases[i].why))
+			fail_msg("case %zu: live %d report %d probe %d epoch %d why '%s'", i, m->live,
+				 m->has_report, m->has_probe, m->assigned_epoch, m->report_why);
+		assert_string_equal(m->key, "1/");
+		gather_free_members(&g);
+	}
+	free(rep);
+	free(as_mine);
+	free(as_other);
+	free(pr);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_assignment_round_trips_in_every_state),
 		cmocka_unit_test(test_probe_round_and_progress_round_trip),
 		cmocka_unit_test(test_readers_refuse_what_no_nicpick_writes),
+		cmocka_unit_test(test_readers_survive_mutations),
 		cmocka_unit_test(test_progress_text_names_missing_pods_and_pods_not_created),
 		cmocka_unit_test(test_follower_steps_from_a_table),
 		cmocka_unit_test(test_follower_says_what_it_waits_for),
 		cmocka_unit_test(test_gatherer_waits_for_every_report_and_names_the_missing),
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
+		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
