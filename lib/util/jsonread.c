@@ -89,6 +89,22 @@ int np_json_int(const json_t *o, const char *key, bool required, long long min, 
 	return 0;
 }
 
+int np_json_num(const json_t *o, const char *key, bool required, double min, double max,
+		double *dst, char *why)
+{
+	int rc;
+	const json_t *v = value(o, key, required, &rc, why);
+	if (!v)
+		return rc;
+	double x = json_number_value(v);
+	if (!json_is_number(v) || !(x >= min && x <= max)) {
+		snprintf(why, NP_JSON_WHY_MAX, "\"%s\" is not a number in %g..%g", key, min, max);
+		return -1;
+	}
+	*dst = x;
+	return 0;
+}
+
 int np_json_bool(const json_t *o, const char *key, bool *dst, char *why)
 {
 	const json_t *v = json_object_get(o, key);

@@ -24,6 +24,9 @@ int np_json_str(const json_t *o, const char *key, bool required, enum np_charset
 int np_json_int(const json_t *o, const char *key, bool required, long long min, long long max,
 		long *dst, char *why);
 int np_json_bool(const json_t *o, const char *key, bool *dst, char *why);
+/* A finite number (integer or real) in min..max. */
+int np_json_num(const json_t *o, const char *key, bool required, double min, double max,
+		double *dst, char *why);
 /* Refuse keys that are not in the NULL-terminated list. */
 int np_json_check_keys(const json_t *o, const char *const *allowed, char *why);
 bool np_str_ok(const char *s, enum np_charset cs);

@@ -140,7 +140,7 @@ static void result_reader_refuses_what_it_does_not_know(void **state)
 		{ "\"ok\":true", "\"ok\":1", "not a boolean" },
 		{ "\"phase\":\"done\"", "\"phase\":\"init\"", "\"ok\" with phase init" },
 		{ "\"wrong\":0", "\"wrong\":-1", "\"wrong\" is -1" },
-		{ "NVIDIA H200", "NVIDIA\\u0007H200", "control" },
+		{ "NVIDIA H200", "NVIDIA\\u0007H200", "characters that are not allowed" },
 		{ "\"ok\":true", "\"ok\":true,\"ok\":false", "duplicate" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
