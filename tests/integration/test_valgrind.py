@@ -84,3 +84,30 @@ def test_agreement_of_a_one_pod_job_is_valgrind_clean(nicpick_bin, tmp_path):
         assert "nicpick.io/result" in pod["metadata"]["annotations"]
     finally:
         srv.stop()
+
+
+def test_select_with_the_smoke_step_is_valgrind_clean(nicpick_bin, tmp_path):
+    """select with --smoke required (spawning nicpick-smoke, reading its
+    result and NCCL's log), and nicpick-smoke itself, against the NCCL/CUDA
+    test double; both under valgrind."""
+    fake = os.environ.get("NICPICK_FAKEGPU") or os.path.join(ROOT, "build", "tests", "libfakegpu.so")
+    assert os.path.isfile(fake), "make builds the NCCL/CUDA test double"
+    env = dict(os.environ, NICPICK_NCCL_LIB=fake, NICPICK_CUDART_LIB=fake,
+               FAKEGPU_DIR=str(tmp_path))
+    os.environ.update(NICPICK_NCCL_LIB=fake, NICPICK_CUDART_LIB=fake, FAKEGPU_DIR=str(tmp_path))
+    try:
+        valgrind(nicpick_bin, "select", "--peers", "none", "--out-dir", str(tmp_path / "out"),
+                 "--smoke", "required", "--smoke-bytes", "64K", *fixture_args("dgx-h100"))
+        d = json.loads((tmp_path / "out" / "decision.json").read_text())
+        assert d["smoke"]["status"] == "passed", d["smoke"]
+        companion = os.path.join(os.path.dirname(nicpick_bin), "nicpick-smoke")
+        r = subprocess.run(["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
+                            "--errors-for-leak-kinds=definite,indirect", companion, "run",
+                            "--rank", "0", "--world", "1", "--bytes", "65536", "--timeout-ms",
+                            "60000"], env=dict(env, NCCL_COMM_ID="127.0.0.1:1"),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and "==" not in r.stderr, r.stderr[-3000:]
+        assert json.loads(r.stdout)["ok"] is True
+    finally:
+        for k in ("NICPICK_NCCL_LIB", "NICPICK_CUDART_LIB", "FAKEGPU_DIR"):
+            os.environ.pop(k, None)
