@@ -4,7 +4,8 @@
 # same address (10.244.0.1) and one real link between them.  nicpick decides
 # in each namespace; then a torch all-reduce runs once with nicpick's
 # nccl.conf (NCCL_CONF_FILE) and once with NCCL's default choice.  Prints
-# what NCCL used and the all-reduce time; logs go to $OUT.
+# what NCCL used and the all-reduce time, asserts both outcomes (exit: the
+# number of failures); logs go to $OUT.
 #
 #   NICPICK=path/to/nicpick IP=path/to/ip PYTHON=python3 OUT=dir tests/gpu/decoy_allreduce.sh
 set -u
@@ -13,18 +14,8 @@ ip() { "$IP" "$@"; }
 A=npa-$$ B=npb-$$
 cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; }
 trap cleanup EXIT
-ip netns add "$A" && ip netns add "$B" || exit 1
-ip link add va netns "$A" type veth peer name vb netns "$B"
-ip -n "$A" addr add 10.9.0.1/24 dev va; ip -n "$B" addr add 10.9.0.2/24 dev vb
-for ns in "$A" "$B"; do
-	ip -n "$ns" link set lo up
-	ip -n "$ns" link add cni0 type bridge
-	ip -n "$ns" addr add 10.244.0.1/24 dev cni0
-	ip -n "$ns" link add vc0 type veth peer name vc1
-	ip -n "$ns" link set vc0 master cni0
-	for l in cni0 vc0 vc1; do ip -n "$ns" link set "$l" up; done
-done
-ip -n "$A" link set va up; ip -n "$B" link set vb up
+. "$(dirname "$0")/nodes.sh"
+make_nodes || exit 1
 sleep 2
 
 for ns in "$A" "$B"; do
@@ -71,5 +62,12 @@ run() { # label: "nicpick" (each rank with its node's nccl.conf) or "default"
 		sed 's/^[^A-Z]*\(NCCL INFO \)\?//' | sort | uniq -c | head -5
 	grep -h "all-reduce" "$OUT/$label.rank0.log" || echo "  no result within 90 s (see $label.rank*.log)"
 }
+fails=0
 run nicpick
+grep -q "sums exact" "$OUT/nicpick.rank0.log" && echo "PASS: with nicpick's nccl.conf: exact sums" ||
+	{ echo "FAIL: with nicpick's nccl.conf: no exact result"; fails=$((fails + 1)); }
 run default
+grep -q "all-reduce" "$OUT/default.rank0.log" &&
+	{ echo "FAIL: NCCL's default choice completed (the decoy did not bite)"; fails=$((fails + 1)); } ||
+	echo "PASS: NCCL's default choice gave no result"
+exit $fails

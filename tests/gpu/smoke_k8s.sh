@@ -30,17 +30,9 @@ cleanup() {
 	for ns in "$A" "$B" "$S"; do ip netns del "$ns" 2>/dev/null; done
 }
 trap cleanup EXIT
-for ns in "$A" "$B" "$S"; do ip netns add "$ns" || exit 1; ip -n "$ns" link set lo up; done
-# the fast link first, then the decoys (NCCL's default then lists both)
-ip link add va netns "$A" type veth peer name vb netns "$B"
-ip -n "$A" addr add 10.9.0.1/24 dev va; ip -n "$B" addr add 10.9.0.2/24 dev vb
-for ns in "$A" "$B"; do
-	ip -n "$ns" link add cni0 type bridge
-	ip -n "$ns" addr add 10.244.0.1/24 dev cni0
-	ip -n "$ns" link add vc0 type veth peer name vc1
-	ip -n "$ns" link set vc0 master cni0
-	for l in cni0 vc0 vc1; do ip -n "$ns" link set "$l" up; done
-done
+. "$(dirname "$0")/nodes.sh"
+make_nodes || exit 1
+ip netns add "$S" || exit 1; ip -n "$S" link set lo up
 ip -n "$S" link add br0 type bridge; ip -n "$S" addr add 192.168.100.1/24 dev br0; ip -n "$S" link set br0 up
 i=11
 for ns in "$A" "$B"; do
@@ -49,7 +41,6 @@ for ns in "$A" "$B"; do
 	ip -n "$S" link set "p$i" master br0; ip -n "$S" link set "p$i" up
 	i=$((i + 1))
 done
-ip -n "$A" link set va up; ip -n "$B" link set vb up
 sleep 2
 
 # The API server, in its own namespace.
@@ -98,14 +89,6 @@ pod() {
 		>/dev/null 2>"$OUT/$job/pod-$r.log"
 }
 
-check() { # name expected actual [pattern file]
-	if [ "$2" = "$3" ] && { [ $# -lt 5 ] || grep -q -- "$4" "$5"; }; then
-		echo "PASS: $1 (exit $3)"
-	else
-		echo "FAIL: $1: expected exit $2${4:+ and /$4/}, got $3"
-		fails=$((fails + 1))
-	fi
-}
 
 # -- pass
 seed job-pass

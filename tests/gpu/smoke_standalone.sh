@@ -22,18 +22,8 @@ A=npsa-$$ B=npsb-$$
 fails=0
 cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; }
 trap cleanup EXIT
-ip netns add "$A" && ip netns add "$B" || exit 1
-ip link add va netns "$A" type veth peer name vb netns "$B"
-ip -n "$A" addr add 10.9.0.1/24 dev va; ip -n "$B" addr add 10.9.0.2/24 dev vb
-for ns in "$A" "$B"; do
-	ip -n "$ns" link set lo up
-	ip -n "$ns" link add cni0 type bridge
-	ip -n "$ns" addr add 10.244.0.1/24 dev cni0
-	ip -n "$ns" link add vc0 type veth peer name vc1
-	ip -n "$ns" link set vc0 master cni0
-	for l in cni0 vc0 vc1; do ip -n "$ns" link set "$l" up; done
-done
-ip -n "$A" link set va up; ip -n "$B" link set vb up
+. "$(dirname "$0")/nodes.sh"
+make_nodes || exit 1
 sleep 2
 
 for ns in "$A" "$B"; do
@@ -41,14 +31,6 @@ for ns in "$A" "$B"; do
 		>"$OUT/$ns.select.log" 2>&1 || { echo "FAIL: select in $ns"; cat "$OUT/$ns.select.log"; exit 1; }
 done
 
-check() { # name expected-exit actual-exit [grep-pattern file]
-	if [ "$2" = "$3" ] && { [ $# -lt 5 ] || grep -q "$4" "$5"; }; then
-		echo "PASS: $1 (exit $3)"
-	else
-		echo "FAIL: $1: expected exit $2${4:+ and /$4/}, got $3"
-		fails=$((fails + 1))
-	fi
-}
 
 # rank R in its namespace; $1 label, $2 rank, $3 "env" (source nccl.env) or "bare", rest: nicpick args
 smoke() {
