@@ -70,6 +70,9 @@ static const char usage_text[] =
 	"  --strict-env           fail (exit 2) when a container of this pod sets NCCL_SOCKET_IFNAME,\n"
 	"                         NCCL_IB_HCA, GLOO_SOCKET_IFNAME, NCCL_CONF_FILE or NCCL_SOCKET_FAMILY\n"
 	"                         to a value that overrides the outputs (default: a warning)\n"
+	"  --require-same-versions\n"
+	"                         fail (exit 6) before the smoke test when the pods' NCCL, CUDA\n"
+	"                         driver or runtime, or GPU model differ (default: a warning)\n"
 	"  --api-server URL --ca-file F --token-file F --namespace NS --pod-name NAME\n"
 	"                         outside a cluster (default: in-cluster config, POD_NAME)\n"
 	"  --insecure-skip-tls-verify\n"
@@ -209,6 +212,7 @@ enum {
 	OPT_COMM_ID,
 	OPT_INTERFACE,
 	OPT_STRICT_ENV,
+	OPT_REQUIRE_SAME_VERSIONS,
 	OPT_HELP,
 	OPT_LOG_FORMAT, /* discover and select */
 };
@@ -249,6 +253,7 @@ static const struct option long_opts[] = {
 	{ "comm-id", required_argument, NULL, OPT_COMM_ID },
 	{ "interface", required_argument, NULL, OPT_INTERFACE },
 	{ "strict-env", no_argument, NULL, OPT_STRICT_ENV },
+	{ "require-same-versions", no_argument, NULL, OPT_REQUIRE_SAME_VERSIONS },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
@@ -463,6 +468,9 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 			if (parse_long(optarg, 1, 3600, &v) < 0)
 				return usage_error("--log-interval '%s': expected seconds", optarg);
 			cli->sel.ex.log_interval_ms = (int)(v * 1000);
+			break;
+		case OPT_REQUIRE_SAME_VERSIONS:
+			cli->sel.ex.require_same_versions = true;
 			break;
 		case OPT_STRICT_ENV:
 			cli->sel.strict_env = true;

@@ -30,6 +30,11 @@
  *     score the policy score on that node (higher is better)
  *     rdma  optional: "hca:port" of an active RDMA port on the interface
  *     mtu   the interface's MTU, 0 unknown
+ *   gpu    optional (report version 2): what the smoke test would use here,
+ *          {"smoke":"","nccl":22809,"driver":13000,"runtime":13000,
+ *           "model":"NVIDIA H200"}; smoke is "" when it can run, else
+ *          smoke_unavailable_name() ("no-gpu", ...); 0 / "" unknown.  A
+ *          report without it (version 1, or --smoke off) is read as before.
  *
  * Reading is strict: unknown keys, wrong types, missing keys, bad values and
  * duplicates are refused.  A report that cannot be read came from another
@@ -49,7 +54,7 @@
 #include "util/err.h"
 #include "util/prefix.h"
 
-#define AGREE_REPORT_VERSION 1
+#define AGREE_REPORT_VERSION 2 /* 2: the optional "gpu" block */
 #define AGREE_DECISION_VERSION 1 /* of decision.json's "decision" */
 #define AGREE_REPORT_MAX_BYTES 16384
 #define AGREE_CAND_MAX 64		/* entries in one report */
@@ -65,6 +70,9 @@
 #define AGREE_NETS_KEEP 32  /* ranked networks kept in a decision */
 #define AGREE_TABLE_KEEP 64 /* per-pod rows kept in a decision */
 #define AGREE_PODS_MAX 65536
+#define AGREE_GPU_MODEL_MAX 128
+#define AGREE_SMOKE_WHY_MAX 24
+#define AGREE_VERSIONS_TEXT_MAX 1024 /* the job-wide warning and skip reason */
 
 struct agree_cand {
 	char ifname[IFNAMSIZ];
@@ -82,11 +90,21 @@ struct agree_cand {
 	int mtu;		   /* 0 unknown */
 };
 
+/* What the smoke test would use on a pod (nicpick-smoke info). */
+struct agree_gpu {
+	bool has;  /* the block is in the report */
+	char smoke[AGREE_SMOKE_WHY_MAX]; /* "" available, else "no-gpu", ... */
+	int nccl;  /* ncclGetVersion(), 0 unknown */
+	int driver, runtime; /* CUDA, 13000 = 13.0; 0 unknown */
+	char model[AGREE_GPU_MODEL_MAX]; /* "" unknown */
+};
+
 struct agree_report {
 	char pod[AGREE_NAME_MAX];
 	char uid[AGREE_UID_MAX];
 	char node[AGREE_NAME_MAX];
 	char host[AGREE_NAME_MAX]; /* "" when not given */
+	struct agree_gpu gpu;
 	size_t n;
 	struct agree_cand c[AGREE_CAND_MAX];
 };
@@ -108,6 +126,19 @@ int agree_report_to_json(const struct agree_report *r, char **json, np_error *er
 
 /* Strict reader (never crashes on any input, fuzzed).  NP_EK8S on error. */
 int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err);
+
+/* The job's smoke-test versions compared (pure; reports without a gpu
+ * block are left out).  warning: the pods whose NCCL version, CUDA driver
+ * or runtime, or GPU model differ from the majority, "NCCL 2.21.5 on
+ * job-w-3 (node-d), 2.28.3 on the other 3 pods; ..." ("" when all agree).
+ * unavailable: the pods where the smoke test cannot run, "job-w-2: no-gpu,
+ * job-w-5: no-driver" ("" none).  Both are cut to fit, with a count of the
+ * pods left out. */
+struct agree_versions {
+	char warning[AGREE_VERSIONS_TEXT_MAX];
+	char unavailable[AGREE_VERSIONS_TEXT_MAX];
+};
+void agree_versions_compare(const struct agree_report *reports, size_t n, struct agree_versions *out);
 
 /* A network of the decision, and its text. */
 struct agree_network {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "smoke/smoke.h"
 #include "util/jsonread.h"
 
 _Static_assert(AGREE_WHY_MAX >= NP_JSON_WHY_MAX, "reasons are read into AGREE_WHY_MAX buffers");
@@ -160,13 +161,25 @@ static json_t *cand_to_json(const struct agree_cand *c)
 	return o;
 }
 
+static json_t *gpu_to_json(const struct agree_gpu *g)
+{
+	return json_pack("{s:s, s:i, s:i, s:i, s:s}", "smoke",
+			 np_str_ok(g->smoke, NP_CS_CLS) ? g->smoke : "", "nccl",
+			 g->nccl > 0 ? g->nccl : 0, "driver", g->driver > 0 ? g->driver : 0, "runtime",
+			 g->runtime > 0 ? g->runtime : 0, "model",
+			 np_str_ok(g->model, NP_CS_TEXT) ? g->model : "");
+}
+
 int agree_report_to_json(const struct agree_report *r, char **json, np_error *err)
 {
 	*json = NULL;
 	if (check_identity(r->pod, r->uid, r->node, err) < 0)
 		return -1;
 	json_t *root = json_object();
-	json_object_set_new(root, "v", json_integer(AGREE_REPORT_VERSION));
+	/* Version 1 without the gpu block: older pods still read it. */
+	json_object_set_new(root, "v", json_integer(r->gpu.has ? AGREE_REPORT_VERSION : 1));
+	if (r->gpu.has)
+		json_object_set_new(root, "gpu", gpu_to_json(&r->gpu));
 	json_object_set_new(root, "pod", json_string(r->pod));
 	json_object_set_new(root, "uid", json_string(r->uid));
 	json_object_set_new(root, "node", json_string(r->node));
@@ -278,6 +291,33 @@ static int parse_cand(const json_t *o, struct agree_cand *c, char *why)
 	return 0;
 }
 
+#define GPU_VERSION_MAX 10000000 /* 1000.0.0 */
+
+static int parse_gpu(const json_t *o, struct agree_gpu *g, char *why)
+{
+	static const char *const keys[] = { "smoke", "nccl", "driver", "runtime", "model", NULL };
+	long v[3];
+	if (!json_is_object(o))
+		return snprintf(why, AGREE_WHY_MAX, "\"gpu\" is not an object"), -1;
+	if (np_json_check_keys(o, keys, why) < 0 ||
+	    np_json_str(o, "smoke", true, NP_CS_CLS, 0, g->smoke, sizeof(g->smoke), why) < 0 ||
+	    np_json_int(o, "nccl", true, 0, GPU_VERSION_MAX, &v[0], why) < 0 ||
+	    np_json_int(o, "driver", true, 0, GPU_VERSION_MAX, &v[1], why) < 0 ||
+	    np_json_int(o, "runtime", true, 0, GPU_VERSION_MAX, &v[2], why) < 0 ||
+	    np_json_str(o, "model", true, NP_CS_TEXT, 0, g->model, sizeof(g->model), why) < 0)
+		return -1;
+	bool known = false;
+	for (int u = SMOKE_AVAILABLE; u <= SMOKE_NO_GPU && !known; u++)
+		known = strcmp(g->smoke, smoke_unavailable_name((enum smoke_unavailable)u)) == 0;
+	if (!known)
+		return snprintf(why, AGREE_WHY_MAX, "\"gpu\": \"smoke\" is \"%s\"", g->smoke), -1;
+	g->nccl = (int)v[0];
+	g->driver = (int)v[1];
+	g->runtime = (int)v[2];
+	g->has = true;
+	return 0;
+}
+
 static int bad_report(np_error *err, const char *pod, const char *why)
 {
 	if (pod && *pod)
@@ -287,7 +327,7 @@ static int bad_report(np_error *err, const char *pod, const char *why)
 
 int agree_report_parse(const char *json, size_t len, struct agree_report *out, np_error *err)
 {
-	static const char *const keys[] = { "v", "pod", "uid", "node", "host", "c", NULL };
+	static const char *const keys[] = { "v", "pod", "uid", "node", "host", "c", "gpu", NULL };
 	char why[AGREE_WHY_MAX] = "";
 	long version;
 	memset(out, 0, sizeof(*out));
@@ -328,6 +368,13 @@ int agree_report_parse(const char *json, size_t len, struct agree_report *out, n
 	    np_json_str(root, "uid", true, NP_CS_NAME, 0, out->uid, sizeof(out->uid), why) < 0 ||
 	    np_json_str(root, "node", true, NP_CS_NAME, 0, out->node, sizeof(out->node), why) < 0 ||
 	    np_json_str(root, "host", false, NP_CS_NAME, 1, out->host, sizeof(out->host), why) < 0)
+		goto out;
+	const json_t *gpu = json_object_get(root, "gpu");
+	if (gpu && version < 2) {
+		snprintf(why, sizeof(why), "\"gpu\" in a version %ld report", version);
+		goto out;
+	}
+	if (gpu && parse_gpu(gpu, &out->gpu, why) < 0)
 		goto out;
 	const json_t *arr = json_object_get(root, "c");
 	if (!json_is_array(arr)) {

@@ -311,6 +311,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	if (o->local_routes && add_gateways(&x->mine, nics, err) < 0)
 		goto out;
+	if (o->gpu)
+		x->mine.gpu = *o->gpu;
 	if (agree_report_to_json(&x->mine, &report, err) < 0)
 		goto out;
 	if (x->mine.n == 0) {

@@ -47,6 +47,10 @@ struct exchange_opts {
 	bool local_routes;           /* the interfaces are this node's: report the
 				      * gateways of its routing table (a routed
 				      * fabric needs them) */
+	const struct agree_gpu *gpu; /* what the smoke test would use here, for
+				      * the report; NULL: none (--smoke off) */
+	bool require_same_versions;  /* gatherer: pods whose NCCL, CUDA or GPU
+				      * differ fail the job (NP_ESMOKE) */
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
 	void *log_ud;
 };
@@ -69,6 +73,10 @@ struct exchange_result {
 	int world;
 	char root_addr[AGREE_ADDR_TEXT_MAX];
 	long min_mbps; /* the rail's worst-case speed */
+	/* Job-wide (agree_versions_compare): pods whose versions differ from
+	 * the majority, and pods where the smoke test cannot run; "" none. */
+	char versions[AGREE_VERSIONS_TEXT_MAX];
+	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
 	bool has_decision;  /* the gatherer's full decision; followers have none */
 	struct agree_decision decision;
 	json_t *pod;        /* this pod's object as last read */

@@ -296,5 +296,7 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	res->world = p->world;
 	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	res->min_mbps = p->min_mbps;
+	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
+	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);
 	return 0;
 }

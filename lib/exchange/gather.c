@@ -232,6 +232,26 @@ static int decide(struct ex *x, struct agree_options *opt, struct agree_decision
 	return r;
 }
 
+/* The pods' NCCL, CUDA and GPU compared, before any probe: a warning for
+ * every pod, or with --require-same-versions the job's failure (NP_ESMOKE,
+ * before any all-reduce). */
+static int compare_versions(struct ex *x, np_error *err)
+{
+	struct gather *g = x->g;
+	struct agree_report *reps;
+	size_t n;
+	if (build_reports(g, &reps, &n) < 0)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	struct agree_versions v;
+	agree_versions_compare(reps, n, &v);
+	free(reps);
+	g->versions = v;
+	if (v.warning[0] && x->o->require_same_versions)
+		return np_error_set(err, NP_ESMOKE, 0, "--require-same-versions: the job's pods differ: %s",
+				    v.warning);
+	return 0; /* every pod logs what its assignment carries */
+}
+
 static void clear_parts(struct gather *g)
 {
 	for (size_t i = 0; i < g->n; i++)
@@ -310,6 +330,8 @@ static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_
 	res->world = p->world;
 	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	res->min_mbps = p->min_mbps;
+	exchange_text_copy(res->versions, sizeof(res->versions), x->g->versions.warning);
+	exchange_text_copy(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable);
 	res->n_pods = d->n_pods;
 	res->epoch = x->g->epoch;
 	res->decision = *d;
@@ -368,6 +390,8 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 		 * at once rather than wait for a change that may never come. */
 		if (!gather_ready(g, x->name) && watch(x, err) < 0)
 			return -1;
+		if (compare_versions(x, err) < 0)
+			return publish_failure(x, err);
 
 		struct agree_decision d;
 		if (decide(x, &opt, &d, err) < 0) {

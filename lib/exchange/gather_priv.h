@@ -39,6 +39,7 @@ struct gather {
 	char probe_status[EXCHANGE_DETAIL_MAX];
 	char published[1024]; /* the progress last written on the gatherer's pod */
 	bool need_assign; /* a pod restarted and lost its assignment */
+	struct agree_versions versions; /* of the reports last decided on */
 	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
 };
 

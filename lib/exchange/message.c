@@ -117,6 +117,10 @@ int exchange_assignment_to_json(const struct exchange_assignment *a, char **json
 			      a->leader, "leader_pod", a->leader_pod, "epoch", a->epoch, "state",
 			      exchange_state_name(a->state), "n", a->n_pods, "parts", parts);
 	add_failure(o, a->state, a->status, a->reason);
+	if (o && a->state != EXCHANGE_FAILED && a->versions[0])
+		json_object_set_new(o, "versions", text(a->versions));
+	if (o && a->state != EXCHANGE_FAILED && a->smoke_skip[0])
+		json_object_set_new(o, "smoke_skip", text(a->smoke_skip));
 	return dump(o, "assignment", json, err);
 }
 
@@ -283,7 +287,8 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 			      np_error *err)
 {
 	static const char *const keys[] = { "v",      "leader", "leader_pod", "epoch", "state",
-					    "status", "reason", "n",          "parts", NULL };
+					    "status", "reason", "n",          "parts", "versions",
+					    "smoke_skip", NULL };
 	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
@@ -297,8 +302,15 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 	    get_i(o, "epoch", 1, EPOCH_MAX, &out->epoch, why) < 0 ||
 	    get_state(o, "state", false, &out->state, why) < 0 ||
 	    get_failure(o, out->state, &out->status, out->reason, why) < 0 ||
-	    get_i(o, "n", 0, AGREE_PODS_MAX, &out->n_pods, why) < 0)
+	    get_i(o, "n", 0, AGREE_PODS_MAX, &out->n_pods, why) < 0 ||
+	    np_json_str(o, "versions", false, NP_CS_UTF8, 1, out->versions, sizeof(out->versions), why) < 0 ||
+	    np_json_str(o, "smoke_skip", false, NP_CS_UTF8, 1, out->smoke_skip, sizeof(out->smoke_skip),
+			  why) < 0)
 		goto out;
+	if (out->state == EXCHANGE_FAILED && (out->versions[0] || out->smoke_skip[0])) {
+		snprintf(why, sizeof(why), "\"versions\" or \"smoke_skip\" in a failed assignment");
+		goto out;
+	}
 	size_t want_min = out->state == EXCHANGE_FAILED ? 0 : 1;
 	size_t want_max = out->state == EXCHANGE_FAILED ? 0
 			  : out->state == EXCHANGE_PROBE ? 1

@@ -8,9 +8,12 @@
  *     {"v":1,"leader":UID,"leader_pod":NAME,"epoch":N,"state":"probe"|"measure"|"failed",
  *      "status":5,"reason":"..." (failed only),"n":PODS,
  *      "parts":[{"net":"10.9.0.0/24","if":"eth1","addr":"10.9.0.3","next_pod":NAME,
- *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}]}
+ *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}],
+ *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
+ *      "smoke_skip":"job-w-2: no-gpu"}
  *     one part in a probe round, one per tied network in a measure round,
- *     none when failed
+ *     none when failed; versions and smoke_skip (agree_versions_compare)
+ *     only when not failed and not empty
  *   nicpick.io/probe       on each pod: what its probes of the round found
  *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"..."}]}
  *   nicpick.io/round       on the gatherer's pod: the state of the round
@@ -71,6 +74,11 @@ struct exchange_assignment {
 	int n_pods;
 	size_t n_parts;
 	struct exchange_part parts[EXCHANGE_PARTS_MAX];
+	/* Job-wide, from every pod's report: pods whose NCCL, CUDA or GPU
+	 * differ from the majority, and pods where the smoke test cannot run
+	 * (every pod then skips it, or fails with --smoke required); "" none. */
+	char versions[AGREE_VERSIONS_TEXT_MAX];
+	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
 };
 
 struct exchange_trial {

@@ -63,6 +63,8 @@ int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
 			a->state = g->state;
 			a->n_parts = m->n_parts;
 			memcpy(a->parts, m->parts, sizeof(a->parts));
+			exchange_text_copy(a->versions, sizeof(a->versions), g->versions.warning);
+			exchange_text_copy(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable);
 		}
 		names[n] = m->name;
 		if (exchange_assignment_to_json(a, &patches[n++], err) < 0)

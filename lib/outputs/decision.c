@@ -30,6 +30,9 @@ static json_t *agreement_json(const struct exchange_result *x)
 			      (json_int_t)x->stats.requests, "retries", (json_int_t)x->stats.retries,
 			      "bytes_sent", (json_int_t)x->stats.bytes_sent, "bytes_received",
 			      (json_int_t)x->stats.bytes_received);
+	/* Job-wide: pods whose NCCL, CUDA or GPU differ ("" none). */
+	if (a)
+		json_object_set_new(a, "versions_warning", json_string(x->versions));
 	if (a && x->has_decision)
 		json_object_set_new(a, "decision", agree_decision_json(&x->decision));
 	return a;

@@ -103,7 +103,8 @@ int select_discover_each(const struct nic_list *l, const struct policy_ranking *
 
 /* Agree with the job's other pods; r->chosen becomes this pod's interface on
  * the agreed network. */
-static int agree(const struct select_opts *o, struct select_result *r, np_error *err)
+static int agree(const struct select_opts *o, struct select_result *r, const struct agree_gpu *gpu,
+		 np_error *err)
 {
 	struct k8s_config cfg = { 0 };
 	if (k8s_config_load(&cfg, &o->k8s, err) < 0) {
@@ -113,6 +114,7 @@ static int agree(const struct select_opts *o, struct select_result *r, np_error 
 	struct exchange_opts xo = o->ex;
 	xo.k8s = &cfg;
 	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
+	xo.gpu = gpu && gpu->has ? gpu : NULL;
 	/* The job agrees within the same policy as each node ranks. */
 	xo.agree.family = o->policy.family;
 	xo.agree.has_cidr = o->policy.has_cidr;
@@ -200,8 +202,24 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 				    "no usable network interface among %zu", r->nics.n);
 
 	if (o->peers_k8s) {
-		if (agree(o, r, err) < 0)
+		/* The smoke test's NCCL, CUDA and GPU go into this pod's report:
+		 * the gatherer compares them and decides for the whole job
+		 * whether the smoke test can run. */
+		struct agree_gpu gpu = { 0 };
+		if (strcmp(o->smoke_mode, "off") != 0) {
+			char why[NP_ERR_MSG_MAX], line[NP_ERR_MSG_MAX + 64];
+			if ((!select_smoke_info(o, &gpu, why, sizeof(why)) || why[0]) && o->ex.log) {
+				snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", why);
+				o->ex.log(o->ex.log_ud, EXCHANGE_WARN, line);
+			}
+		}
+		if (agree(o, r, &gpu, err) < 0)
 			return -1;
+		if (r->ex.versions[0] && o->ex.log) {
+			char line[AGREE_VERSIONS_TEXT_MAX + 64];
+			snprintf(line, sizeof(line), "the job's pods differ: %s", r->ex.versions);
+			o->ex.log(o->ex.log_ud, EXCHANGE_WARN, line);
+		}
 	} else {
 		r->chosen = (int)r->ranking.order[0];
 	}
@@ -250,6 +268,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.ifname = n->name,
 		.ib_hca = c.ib_hca,
 		.min_mbps = r->agreed ? r->ex.min_mbps : n->eff_speed_mbps,
+		.job_skip = r->agreed ? r->ex.smoke_skip : NULL,
 		.rank_name = r->agreed && r->ex.has_decision && r->ex.decision.n_rails ? rank_name : NULL,
 		.rank_ud = r,
 	};
@@ -287,11 +306,16 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (o->out_dir && outputs_write(o->out_dir, &env, r->decision, err) < 0)
 		return -1;
 	if (r->agreed) {
-		char msg[1536], sm[NP_ERR_MSG_MAX];
+		char msg[1536 + AGREE_VERSIONS_TEXT_MAX], sm[NP_ERR_MSG_MAX];
 		smoke_report_summary(&r->smoke, sm, sizeof(sm));
 		snprintf(msg, sizeof(msg), "NCCL uses %s (%s) on %s, agreed by %zu pods%s; %s", n->name,
 			 r->ex.addr, r->ex.network, r->ex.n_pods,
 			 r->ex.next_pod[0] ? " and probed around the ring" : "", sm);
+		if (r->ex.versions[0]) {
+			size_t len = strlen(msg);
+			snprintf(msg + len, sizeof(msg) - len, "; warning: the job's pods differ: %s",
+				 r->ex.versions);
+		}
 		if (r->env_warnings.n) {
 			size_t len = strlen(msg);
 			char first[1024];

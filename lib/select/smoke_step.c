@@ -10,8 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exchange/message.h"
 #include "select/select.h"
 #include "util/clock.h"
+#include "util/jsonread.h"
 
 /* "10.9.0.1:29418", "[fd00::1]:29418" (NCCL_COMM_ID's syntax). */
 void select_comm_id(const char *addr, int port, char *buf, size_t len)
@@ -33,6 +35,60 @@ static void remove_dir(const char *dir)
 		closedir(d);
 	}
 	rmdir(dir);
+}
+
+/* The smoke step's own bound within the overall deadline. */
+static int64_t smoke_deadline(const struct select_opts *o, int64_t t0)
+{
+	return o->smoke_timeout_s > 0 && t0 + o->smoke_timeout_s * 1000LL < o->ex.deadline_ms
+		       ? t0 + o->smoke_timeout_s * 1000LL
+		       : o->ex.deadline_ms;
+}
+
+/* A companion that is there but cannot start (ENOENT: no glibc loader, as
+ * in the scratch release image). */
+static bool cannot_start(const np_error *e)
+{
+	return e->status == NP_ESMOKE &&
+	       (e->sys_errno == ENOENT || e->sys_errno == ENOEXEC || e->sys_errno == EACCES);
+}
+
+bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *why, size_t len)
+{
+	memset(g, 0, sizeof(*g));
+	why[0] = '\0';
+	char companion[SMOKE_PATH_MAX];
+	np_error e = { 0 };
+	g->has = true;
+	if (smoke_find_companion(o->smoke_bin, o->self_exe, o->path_env, companion, sizeof(companion),
+				 &e) < 0) {
+		snprintf(g->smoke, sizeof(g->smoke), "%s", smoke_unavailable_name(SMOKE_NO_COMPANION));
+		return true;
+	}
+	struct smoke_opts so = { .companion = companion, .base_env = o->base_env,
+				 .deadline_ms = smoke_deadline(o, np_now_ms()) };
+	struct smoke_result r;
+	if (smoke_spawn(&so, true, &r, &e) < 0) {
+		if (cannot_start(&e)) {
+			snprintf(g->smoke, sizeof(g->smoke), "%s",
+				 smoke_unavailable_name(SMOKE_NO_COMPANION));
+			return true;
+		}
+		g->has = false;
+		snprintf(why, len, "%s", e.msg);
+		return false;
+	}
+	g->nccl = r.nccl_version;
+	g->driver = r.cuda_driver;
+	g->runtime = r.cuda_runtime;
+	exchange_text_copy(g->model, sizeof(g->model), r.gpu);
+	if (!np_str_ok(g->model, NP_CS_TEXT))
+		g->model[0] = '\0';
+	if (!r.ok && r.unavailable)
+		snprintf(g->smoke, sizeof(g->smoke), "%s", smoke_unavailable_name(r.unavailable));
+	else if (!r.ok)
+		snprintf(why, len, "nicpick-smoke info: %s", r.error);
+	return true;
 }
 
 static int skip(struct smoke_report *rep, const char *why)
@@ -75,6 +131,18 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
 	if (strcmp(o->smoke_mode, "off") == 0)
 		return skip(rep, "--smoke off");
+	/* The gatherer saw a pod where it cannot run: every pod skips (an
+	 * all-reduce without that pod would only fail in init). */
+	if (p->job_skip && p->job_skip[0]) {
+		char why[NP_ERR_MSG_MAX];
+		snprintf(why, sizeof(why), "the smoke test cannot run on every pod of the job: %s",
+			 p->job_skip);
+		if (!required)
+			return skip(rep, why);
+		rep->status = SMOKE_FAILED;
+		snprintf(rep->reason, sizeof(rep->reason), "%s", why);
+		return np_error_set(err, NP_ESMOKE, 0, "--smoke required: %s", why);
+	}
 
 	char companion[SMOKE_PATH_MAX];
 	np_error ferr = { 0 };
@@ -124,9 +192,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		.comm_id = rep->comm_id,
 		.max_bytes = o->smoke_bytes > 0 ? o->smoke_bytes : SMOKE_DEFAULT_BYTES,
 		.gpu = 0,
-		.deadline_ms = o->smoke_timeout_s > 0 && t0 + o->smoke_timeout_s * 1000LL < o->ex.deadline_ms
-				       ? t0 + o->smoke_timeout_s * 1000LL
-				       : o->ex.deadline_ms,
+		.deadline_ms = smoke_deadline(o, t0),
 		.log_dir = log_dir,
 	};
 	if (o->ex.log) {
@@ -140,8 +206,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	/* A companion that is there but cannot start (ENOENT: no glibc
 	 * loader, as in the scratch release image) makes the test
 	 * unavailable here, not failed: the training image runs it. */
-	if (ret < 0 && !required && serr.status == NP_ESMOKE &&
-	    (serr.sys_errno == ENOENT || serr.sys_errno == ENOEXEC || serr.sys_errno == EACCES)) {
+	if (ret < 0 && !required && cannot_start(&serr)) {
 		if (!o->nccl_debug)
 			remove_dir(log_dir);
 		char why[sizeof(serr.msg) + 96];

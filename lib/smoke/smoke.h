@@ -169,11 +169,13 @@ struct smoke_opts {
 	char *const *base_env;   /* the environment to start from (NULL: empty) */
 	const char *const *vars; /* KEY, VALUE, KEY, VALUE, ..., NULL: nicpick's outputs */
 	int rank, world;
-	const char *comm_id; /* NCCL_COMM_ID: "10.9.0.1:29418" or "[fd00::1]:29418" */
+	const char *comm_id; /* NCCL_COMM_ID: "10.9.0.1:29418" or "[fd00::1]:29418";
+			      * NULL (info only): not set */
 	long max_bytes;
 	int gpu;            /* CUDA device index (0: the first the pod sees) */
 	int64_t deadline_ms; /* CLOCK_MONOTONIC */
-	const char *log_dir; /* NCCL_DEBUG_FILE goes here (must exist) */
+	const char *log_dir; /* NCCL_DEBUG_FILE goes here (must exist); NULL
+			      * (info only): no NCCL_DEBUG* set */
 };
 
 /* Find the companion: explicit (NICPICK_SMOKE_BIN), else beside self_exe,

@@ -70,15 +70,18 @@ static char **build_env(const struct smoke_opts *o, np_error *err)
 	char *own[16][2];
 	size_t n_own = 0;
 	char debug_file[SMOKE_PATH_MAX + 32];
-	snprintf(debug_file, sizeof(debug_file), "%s/nccl-debug.%%h.%%p", o->log_dir);
+	snprintf(debug_file, sizeof(debug_file), "%s/nccl-debug.%%h.%%p", o->log_dir ? o->log_dir : "");
 	static char k_comm[] = "NCCL_COMM_ID", k_dbg[] = "NCCL_DEBUG", k_sub[] = "NCCL_DEBUG_SUBSYS",
 		    k_file[] = "NCCL_DEBUG_FILE", v_info[] = "INFO",
 		    v_sub[] = "INIT,BOOTSTRAP,NET,ENV";
-	own[n_own][0] = k_comm, own[n_own++][1] = (char *)o->comm_id;
-	own[n_own][0] = k_dbg, own[n_own++][1] = v_info;
-	/* Without BOOTSTRAP, NCCL 2.23 and later hide the bootstrap line. */
-	own[n_own][0] = k_sub, own[n_own++][1] = v_sub;
-	own[n_own][0] = k_file, own[n_own++][1] = debug_file;
+	if (o->comm_id)
+		own[n_own][0] = k_comm, own[n_own++][1] = (char *)o->comm_id;
+	if (o->log_dir) {
+		own[n_own][0] = k_dbg, own[n_own++][1] = v_info;
+		/* Without BOOTSTRAP, NCCL 2.23 and later hide the bootstrap line. */
+		own[n_own][0] = k_sub, own[n_own++][1] = v_sub;
+		own[n_own][0] = k_file, own[n_own++][1] = debug_file;
+	}
 	for (size_t i = 0; o->vars && o->vars[i] && o->vars[i + 1] && n_own < 16; i += 2) {
 		own[n_own][0] = (char *)o->vars[i];
 		own[n_own++][1] = (char *)o->vars[i + 1];

@@ -200,6 +200,8 @@ static void test_report_over_16k_drops_lowest_ranked(void **state)
 
 #define VALID_CAND "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":100000,\"score\":5,\"mtu\":9000}"
 #define HEAD "{\"v\":1,\"pod\":\"job-w-3\",\"uid\":\"u1\",\"node\":\"nodeA\",\"c\":["
+#define GPU(smoke, nccl, model) \
+	"\"gpu\":{\"smoke\":" smoke ",\"nccl\":" nccl ",\"driver\":13000,\"runtime\":13000,\"model\":" model "}"
 #define CAND(fields) "{\"if\":\"eth1\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\"," fields "}"
 
 static void test_report_strict_rejection_table(void **state)
@@ -207,8 +209,20 @@ static void test_report_strict_rejection_table(void **state)
 	static const struct {
 		const char *json, *why;
 	} table[] = {
-		{ "{\"v\":2,\"pod\":\"job-w-3\",\"x\":1}",
-		  "report version 2 from pod job-w-3 is newer than this nicpick (1)" },
+		{ "{\"v\":3,\"pod\":\"job-w-3\",\"x\":1}",
+		  "report version 3 from pod job-w-3 is newer than this nicpick (2)" },
+		{ "{\"v\":1,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]," GPU("\"\"", "22809", "\"H200\"") "}",
+		  "\"gpu\" in a version 1 report" },
+		{ "{\"v\":2,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]," GPU("\"no-tpu\"", "22809", "\"H200\"") "}",
+		  "\"gpu\": \"smoke\" is \"no-tpu\"" },
+		{ "{\"v\":2,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]," GPU("\"\"", "-1", "\"H200\"") "}",
+		  "\"nccl\" is -1" },
+		{ "{\"v\":2,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]," GPU("\"\"", "22809", "7") "}",
+		  "\"model\" is not a string" },
+		{ "{\"v\":2,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[],\"gpu\":{\"smoke\":\"\"}}",
+		  "missing \"nccl\"" },
+		{ "{\"v\":2,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[],\"gpu\":[]}",
+		  "\"gpu\" is not an object" },
 		{ "{\"v\":0,\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "\"v\" is 0, not 1.." },
 		{ "{\"v\":\"1\",\"pod\":\"p\",\"uid\":\"\",\"node\":\"\",\"c\":[]}", "\"v\" is not an integer" },
 		{ "{\"v\":1,\"pod\":7,\"uid\":\"\",\"node\":\"\",\"c\":[]}", "bad report: \"pod\" is not a string" },
@@ -263,6 +277,133 @@ static void test_report_strict_rejection_table(void **state)
 				 err.status, err.msg, table[i].why);
 		assert_int_equal(r.n, 0);
 	}
+}
+
+/* The gpu block: written as version 2 and read back; without it the report
+ * stays version 1, which older pods read. */
+static void test_report_gpu_block_round_trips(void **state)
+{
+	struct node_fixture f;
+	node_fixture(&f);
+	struct agree_report *r = calloc(1, sizeof(*r)), *back = calloc(1, sizeof(*back));
+	np_error err = { 0 };
+	char *json = NULL;
+	assert_int_equal(agree_report_from_nics("job-w-0", "u0", "nodeA", &f.list, &f.rank, r, &err), 0);
+	assert_int_equal(agree_report_to_json(r, &json, &err), 0);
+	assert_non_null(strstr(json, "\"v\":1,"));
+	assert_null(strstr(json, "gpu"));
+	assert_int_equal(agree_report_parse(json, strlen(json), back, &err), 0);
+	assert_false(back->gpu.has);
+	free(json);
+
+	r->gpu = (struct agree_gpu){ .has = true, .nccl = 22809, .driver = 13000, .runtime = 12080 };
+	strcpy(r->gpu.model, "NVIDIA H200");
+	strcpy(r->gpu.smoke, "no-gpu");
+	assert_int_equal(agree_report_to_json(r, &json, &err), 0);
+	assert_non_null(strstr(json, "\"v\":2,"));
+	assert_int_equal(agree_report_parse(json, strlen(json), back, &err), 0);
+	assert_true(back->gpu.has);
+	assert_int_equal(back->gpu.nccl, 22809);
+	assert_int_equal(back->gpu.driver, 13000);
+	assert_int_equal(back->gpu.runtime, 12080);
+	assert_string_equal(back->gpu.model, "NVIDIA H200");
+	assert_string_equal(back->gpu.smoke, "no-gpu");
+	assert_int_equal(back->n, r->n);
+	free(json);
+	free(r);
+	free(back);
+}
+
+struct vrow {
+	const char *pod, *node;
+	int nccl, driver, runtime;
+	const char *model, *smoke; /* smoke NULL: no gpu block (an older pod) */
+};
+
+static void versions_of(const struct vrow *rows, size_t n, bool reverse, struct agree_versions *v)
+{
+	struct agree_report *r = calloc(n, sizeof(*r));
+	for (size_t i = 0; i < n; i++) {
+		const struct vrow *w = &rows[reverse ? n - 1 - i : i];
+		strcpy(r[i].pod, w->pod);
+		strcpy(r[i].node, w->node);
+		if (!w->smoke)
+			continue;
+		r[i].gpu = (struct agree_gpu){ .has = true, .nccl = w->nccl, .driver = w->driver,
+					       .runtime = w->runtime };
+		strcpy(r[i].gpu.model, w->model);
+		strcpy(r[i].gpu.smoke, w->smoke);
+	}
+	agree_versions_compare(r, n, v);
+	free(r);
+}
+
+static void test_versions_compare_from_tables(void **state)
+{
+	static const struct vrow same[] = {
+		{ "job-w-0", "node-a", 22803, 13000, 13000, "NVIDIA H200", "" },
+		{ "job-w-1", "node-b", 22803, 13000, 13000, "NVIDIA H200", "" },
+		{ "job-w-2", "node-c", 0, 0, 0, "", NULL }, /* older pod: left out */
+	};
+	static const struct vrow nccl[] = {
+		{ "job-w-0", "node-a", 22803, 13000, 13000, "NVIDIA H200", "" },
+		{ "job-w-1", "node-b", 22803, 13000, 13000, "NVIDIA H200", "" },
+		{ "job-w-2", "node-c", 22803, 13000, 13000, "NVIDIA H200", "" },
+		{ "job-w-3", "node-d", 22105, 13000, 13000, "NVIDIA H200", "" },
+	};
+	static const struct vrow many[] = {
+		{ "job-w-0", "node-a", 22803, 13000, 12080, "NVIDIA H200", "" },
+		{ "job-w-1", "", 22803, 12040, 12080, "NVIDIA A100", "" },
+		{ "job-w-2", "node-c", 22803, 13000, 12080, "NVIDIA H200", "no-driver" },
+		{ "job-w-3", "node-d", 0, 0, 0, "", "no-libnccl" },
+	};
+	/* A tie: the value sorting first is the majority, in any order. */
+	static const struct vrow tie[] = {
+		{ "job-w-0", "node-a", 22803, 13000, 13000, "NVIDIA H200", "" },
+		{ "job-w-1", "node-b", 22105, 13000, 13000, "NVIDIA H200", "" },
+	};
+	static const struct {
+		const struct vrow *rows;
+		size_t n;
+		const char *warning, *unavailable;
+	} table[] = {
+		{ same, 3, "", "" },
+		{ nccl, 4, "NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods", "" },
+		{ many, 4, "CUDA driver 12.4 on job-w-1, 13.0 on the other 2 pods; GPU NVIDIA A100 on job-w-1, "
+			   "NVIDIA H200 on the other 2 pods",
+		  "job-w-2: no-driver, job-w-3: no-libnccl" },
+		{ tie, 2, "NCCL 2.28.3 on job-w-0 (node-a), 2.21.5 on the other 1 pod", "" },
+	};
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		for (int rev = 0; rev < 2; rev++) {
+			struct agree_versions v;
+			versions_of(table[i].rows, table[i].n, rev, &v);
+			if (strcmp(v.warning, table[i].warning) || strcmp(v.unavailable, table[i].unavailable))
+				fail_msg("case %zu%s: warning \"%s\" unavailable \"%s\"", i,
+					 rev ? " reversed" : "", v.warning, v.unavailable);
+		}
+	}
+}
+
+/* A big job names a few odd pods and counts the rest; the text fits. */
+static void test_versions_compare_bounds_its_text(void **state)
+{
+	size_t n = 3000;
+	struct agree_report *r = calloc(n, sizeof(*r));
+	for (size_t i = 0; i < n; i++) {
+		snprintf(r[i].pod, sizeof(r[i].pod), "job-worker-with-a-long-name-%04zu", i);
+		r[i].gpu = (struct agree_gpu){ .has = true, .nccl = i % 3 ? 22803 : 22105 };
+		if (i % 2)
+			strcpy(r[i].gpu.smoke, "no-gpu");
+	}
+	struct agree_versions v;
+	agree_versions_compare(r, n, &v);
+	assert_non_null(strstr(v.warning, "NCCL 2.21.5 on job-worker-with-a-long-name-0000, 2.21.5 on "));
+	assert_non_null(strstr(v.warning, "(+992 more pods), 2.28.3 on the other 2000 pods"));
+	assert_non_null(strstr(v.unavailable, "job-worker-with-a-long-name-0001: no-gpu, "));
+	assert_non_null(strstr(v.unavailable, "(+1492 more pods)"));
+	assert_true(strlen(v.warning) < sizeof(v.warning));
+	free(r);
 }
 
 static void test_report_size_and_count_limits(void **state)
@@ -404,6 +545,9 @@ int main(void)
 		cmocka_unit_test(test_report_build_refuses_bad_pod_name),
 		cmocka_unit_test(test_report_over_16k_drops_lowest_ranked),
 		cmocka_unit_test(test_report_strict_rejection_table),
+		cmocka_unit_test(test_report_gpu_block_round_trips),
+		cmocka_unit_test(test_versions_compare_from_tables),
+		cmocka_unit_test(test_versions_compare_bounds_its_text),
 		cmocka_unit_test(test_report_size_and_count_limits),
 		cmocka_unit_test(test_report_fuzz_mutations_never_crash),
 		cmocka_unit_test(test_network_parse),

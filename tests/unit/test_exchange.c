@@ -48,6 +48,9 @@ static struct exchange_assignment assignment(enum exchange_state st, size_t n_pa
 	if (st == EXCHANGE_FAILED) {
 		a.status = NP_EK8S;
 		snprintf(a.reason, sizeof(a.reason), "5 pods of the job exist — too many");
+	} else {
+		snprintf(a.versions, sizeof(a.versions), "NCCL 2.21.5 on job-3 (node-d), 2.28.3 on the other 3 pods");
+		snprintf(a.smoke_skip, sizeof(a.smoke_skip), "job-2: no-gpu");
 	}
 	return a;
 }
@@ -118,6 +121,12 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 	} as[] = {
 		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", "]", NULL },
 		{ "\"state\":\"probe\",\"n\":4,\"x\":1,\"parts\":[", "]", "unknown key \"x\"" },
+		{ "\"state\":\"probe\",\"n\":4,\"versions\":\"NCCL 2.21.5 on job-3\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
+		  "]", NULL },
+		{ "\"state\":\"probe\",\"n\":4,\"versions\":\"\",\"parts\":[", "]", "\"versions\" has length 0" },
+		{ "\"state\":\"probe\",\"n\":4,\"smoke_skip\":3,\"parts\":[", "]", "\"smoke_skip\" is not a string" },
+		{ "\"state\":\"failed\",\"n\":4,\"status\":6,\"reason\":\"x\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
+		  "]", "\"versions\" or \"smoke_skip\" in a failed assignment" },
 		{ "\"state\":\"final\",\"n\":4,\"parts\":[", "]", "\"state\" is \"final\"" },
 		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", ",", "not JSON" },
 		{ "\"state\":\"probe\",\"n\":5,\"parts\":[", "]", "a part of 4 pods in a round of 5" },
