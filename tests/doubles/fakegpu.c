@@ -19,7 +19,8 @@
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
  *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
- * FAKEGPU_DIR: directory shared by the ranks (required for world > 1). */
+ * FAKEGPU_DIR: directory shared by the ranks (required for world > 1).
+ * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -284,7 +285,9 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 
 ncclResult_t ncclGetVersion(int *v)
 {
-	*v = 22809;
+	/* FAKEGPU_NCCL_VERSION: another version, so that one pod can differ. */
+	const char *e = getenv("FAKEGPU_NCCL_VERSION");
+	*v = e && *e ? atoi(e) : 22809;
 	return ncclSuccess;
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)

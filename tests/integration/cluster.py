@@ -122,6 +122,7 @@ class Pod:
         self.stderr_text = ""
         self.started = self.ended = None
         self.uid = None
+        self.env = {}  # this pod's own additions to the environment
 
     def object(self):
         return {
@@ -154,7 +155,8 @@ class Pod:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(["ip", "netns", "exec", self.node.ns.name,
                                       *self.argv(extra)], stdout=subprocess.DEVNULL,
-                                     stderr=self._err)
+                                     stderr=self._err,
+                                     env=dict(os.environ, **self.env) if self.env else None)
         self.cluster.procs.append(self)
         return self
 

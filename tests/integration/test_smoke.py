@@ -367,6 +367,64 @@ def test_job_smoke_failure_exits_6_everywhere_and_writes_nothing(make_cluster, g
         assert "wrong sums" in c.annotation(p.name, "nicpick.io/result")
 
 
+def job_env(gpu_env, monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+
+
+def test_job_warns_every_pod_of_the_pod_whose_nccl_differs(make_cluster, gpu_env, monkeypatch):
+    job_env(gpu_env, monkeypatch)
+    c = make_cluster()
+    odd = c.pods[3]
+    odd.env = {"FAKEGPU_NCCL_VERSION": "22105"}
+    run_job(c, "--expect", "4", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 0)
+    want = f"NCCL 2.21.5 on {odd.name} ({odd.node.name}), 2.28.9 on the other 3 pods"
+    for p in c.pods:
+        assert f"the job's pods differ: {want}" in p.stderr_text, diag(c)
+        d = C.decision_of(p)
+        assert d["agreement"]["versions_warning"] == want, (p.name, d["agreement"])
+        assert d["smoke"]["status"] == "passed", (p.name, d["smoke"])
+        assert "smoke: rank" in p.stderr_text, diag(c)
+        assert want in c.annotation(p.name, "nicpick.io/result")
+
+
+def test_job_with_require_same_versions_fails_everywhere_before_the_smoke_test(make_cluster, gpu_env,
+                                                                              monkeypatch):
+    job_env(gpu_env, monkeypatch)
+    c = make_cluster(n_nodes=3)
+    odd = c.pods[1]
+    odd.env = {"FAKEGPU_NCCL_VERSION": "22105"}
+    run_job(c, "--expect", "3", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60",
+            "--require-same-versions")
+    assert_all_exit(c, 6)
+    want = f"--require-same-versions: the job's pods differ: NCCL 2.21.5 on {odd.name} ({odd.node.name})"
+    for p in c.pods:
+        assert want in p.stderr_text, diag(c)
+        assert "smoke: rank" not in p.stderr_text, diag(c)  # no all-reduce started
+        assert not (p.out_dir / "nccl.env").exists() and not (p.out_dir / "decision.json").exists()
+        assert want in c.annotation(p.name, "nicpick.io/result")
+
+
+@pytest.mark.parametrize("mode,rc", [("auto", 0), ("required", 6)])
+def test_job_without_a_gpu_on_one_pod_decides_for_every_pod(make_cluster, gpu_env, monkeypatch,
+                                                            mode, rc):
+    job_env(gpu_env, monkeypatch)
+    c = make_cluster(n_nodes=3)
+    odd = c.pods[2]
+    odd.env = {"FAKEGPU_MODE": "nogpu"}
+    run_job(c, "--expect", "3", "--smoke", mode, "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, rc)
+    want = f"the smoke test cannot run on every pod of the job: {odd.name}: no-gpu"
+    for p in c.pods:
+        if rc == 0:
+            s = C.decision_of(p)["smoke"]
+            assert s["status"] == "skipped" and want in s["reason"], (p.name, s)
+        else:
+            assert f"--smoke required: {want}" in p.stderr_text, diag(c)
+            assert not (p.out_dir / "nccl.env").exists()
+
+
 def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
     """lib/smoke/gpu_api.h declares NCCL's and CUDA's prototypes itself
     (neither header ships in Debian); where the real headers exist, the
