@@ -201,18 +201,21 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		return np_error_set(err, NP_ENOIFACE, 0,
 				    "no usable network interface among %zu", r->nics.n);
 
+	char here[NP_ERR_MSG_MAX] = ""; /* why the smoke test cannot run on this pod */
 	if (o->peers_k8s) {
 		/* The smoke test's NCCL, CUDA and GPU go into this pod's report:
 		 * the gatherer compares them and decides for the whole job
 		 * whether the smoke test can run. */
 		struct agree_gpu gpu = { 0 };
-		if (strcmp(o->smoke_mode, "off") != 0) {
-			char why[NP_ERR_MSG_MAX], line[NP_ERR_MSG_MAX + 64];
-			if ((!select_smoke_info(o, &gpu, why, sizeof(why)) || why[0]) && o->ex.log) {
-				snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", why);
-				o->ex.log(o->ex.log_ud, EXCHANGE_WARN, line);
-			}
+		if (strcmp(o->smoke_mode, "off") != 0 &&
+		    (!select_smoke_info(o, &gpu, here, sizeof(here)) || (!gpu.smoke[0] && here[0])) &&
+		    o->ex.log) {
+			char line[NP_ERR_MSG_MAX + 64];
+			snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", here);
+			o->ex.log(o->ex.log_ud, EXCHANGE_WARN, line);
 		}
+		if (!gpu.smoke[0])
+			here[0] = '\0';
 		if (agree(o, r, &gpu, err) < 0)
 			return -1;
 		if (r->ex.versions[0] && o->ex.log) {
@@ -269,6 +272,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.ib_hca = c.ib_hca,
 		.min_mbps = r->agreed ? r->ex.min_mbps : n->eff_speed_mbps,
 		.job_skip = r->agreed ? r->ex.smoke_skip : NULL,
+		.here = here,
 		.rank_name = r->agreed && r->ex.has_decision && r->ex.decision.n_rails ? rank_name : NULL,
 		.rank_ud = r,
 	};

@@ -63,6 +63,7 @@ struct select_smoke_plan {
 	/* Job-wide: the pods where the smoke test cannot run ("job-w-2:
 	 * no-gpu"), from the gatherer; "" or NULL: decide on this pod alone. */
 	const char *job_skip;
+	const char *here; /* ... and why not on this pod, "" or NULL: it can */
 	/* Optional: a rank's pod and address, to name a suspect link (the
 	 * gatherer knows every pod's; NULL elsewhere). */
 	void (*rank_name)(void *ud, int rank, char *buf, size_t len);
@@ -75,8 +76,9 @@ struct select_smoke_plan {
 int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		 const struct outputs_env *env, struct smoke_report *rep, np_error *err);
 /* What the smoke test would use on this pod (nicpick-smoke info), for its
- * report: NCCL, CUDA and GPU, or why it cannot run ("no-gpu", ...).
- * Returns false (and says why in why) when the companion gave no answer. */
+ * report: NCCL, CUDA and GPU, or why it cannot run ("no-gpu", ...), with
+ * the details in why ("" when it can).  Returns false (why says why) when
+ * the companion gave no answer. */
 bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *why, size_t len);
 /* NCCL_COMM_ID's syntax: "10.9.0.1:29418", "[fd00::1]:29418". */
 void select_comm_id(const char *addr, int port, char *buf, size_t len);

@@ -45,6 +45,8 @@ static int64_t smoke_deadline(const struct select_opts *o, int64_t t0)
 		       : o->ex.deadline_ms;
 }
 
+#define NEEDS_GLIBC " (it needs glibc: run the smoke step from the training image)"
+
 /* A companion that is there but cannot start (ENOENT: no glibc loader, as
  * in the scratch release image). */
 static bool cannot_start(const np_error *e)
@@ -63,6 +65,7 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 	if (smoke_find_companion(o->smoke_bin, o->self_exe, o->path_env, companion, sizeof(companion),
 				 &e) < 0) {
 		snprintf(g->smoke, sizeof(g->smoke), "%s", smoke_unavailable_name(SMOKE_NO_COMPANION));
+		snprintf(why, len, "%s", e.msg);
 		return true;
 	}
 	struct smoke_opts so = { .companion = companion, .base_env = o->base_env,
@@ -72,6 +75,7 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 		if (cannot_start(&e)) {
 			snprintf(g->smoke, sizeof(g->smoke), "%s",
 				 smoke_unavailable_name(SMOKE_NO_COMPANION));
+			snprintf(why, len, "%s%s", e.msg, NEEDS_GLIBC);
 			return true;
 		}
 		g->has = false;
@@ -86,8 +90,8 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 		g->model[0] = '\0';
 	if (!r.ok && r.unavailable)
 		snprintf(g->smoke, sizeof(g->smoke), "%s", smoke_unavailable_name(r.unavailable));
-	else if (!r.ok)
-		snprintf(why, len, "nicpick-smoke info: %s", r.error);
+	if (!r.ok)
+		snprintf(why, len, "%s", r.error);
 	return true;
 }
 
@@ -135,8 +139,8 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	 * all-reduce without that pod would only fail in init). */
 	if (p->job_skip && p->job_skip[0]) {
 		char why[NP_ERR_MSG_MAX];
-		snprintf(why, sizeof(why), "the smoke test cannot run on every pod of the job: %s",
-			 p->job_skip);
+		snprintf(why, sizeof(why), "the smoke test cannot run on every pod of the job: %s%s%s",
+			 p->job_skip, p->here && p->here[0] ? "; here: " : "", p->here ? p->here : "");
 		if (!required)
 			return skip(rep, why);
 		rep->status = SMOKE_FAILED;
@@ -210,8 +214,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		if (!o->nccl_debug)
 			remove_dir(log_dir);
 		char why[sizeof(serr.msg) + 96];
-		snprintf(why, sizeof(why), "%s (it needs glibc: run the smoke step from the training image)",
-			 serr.msg);
+		snprintf(why, sizeof(why), "%s%s", serr.msg, NEEDS_GLIBC);
 		return skip(rep, why);
 	}
 	if (ret == 0) {

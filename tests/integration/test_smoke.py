@@ -420,6 +420,8 @@ def test_job_without_a_gpu_on_one_pod_decides_for_every_pod(make_cluster, gpu_en
         if rc == 0:
             s = C.decision_of(p)["smoke"]
             assert s["status"] == "skipped" and want in s["reason"], (p.name, s)
+            # the pod itself adds its own reason, from nicpick-smoke info
+            assert ("; here: " in s["reason"]) == (p is odd), (p.name, s)
         else:
             assert f"--smoke required: {want}" in p.stderr_text, diag(c)
             assert not (p.out_dir / "nccl.env").exists()
