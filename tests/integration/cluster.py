@@ -122,7 +122,7 @@ class Pod:
         self.stderr_text = ""
         self.started = self.ended = None
         self.uid = None
-        self.env = {}  # this pod's own additions to the environment
+        self.proc_env = {}  # additions to the environment of this pod's nicpick
 
     def object(self):
         return {
@@ -156,7 +156,7 @@ class Pod:
         self.proc = subprocess.Popen(["ip", "netns", "exec", self.node.ns.name,
                                       *self.argv(extra)], stdout=subprocess.DEVNULL,
                                      stderr=self._err,
-                                     env=dict(os.environ, **self.env) if self.env else None)
+                                     env=dict(os.environ, **self.proc_env) if self.proc_env else None)
         self.cluster.procs.append(self)
         return self
 

@@ -376,7 +376,7 @@ def test_job_warns_every_pod_of_the_pod_whose_nccl_differs(make_cluster, gpu_env
     job_env(gpu_env, monkeypatch)
     c = make_cluster()
     odd = c.pods[3]
-    odd.env = {"FAKEGPU_NCCL_VERSION": "22105"}
+    odd.proc_env = {"FAKEGPU_NCCL_VERSION": "22105"}
     run_job(c, "--expect", "4", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
     assert_all_exit(c, 0)
     want = f"NCCL 2.21.5 on {odd.name} ({odd.node.name}), 2.28.9 on the other 3 pods"
@@ -394,7 +394,7 @@ def test_job_with_require_same_versions_fails_everywhere_before_the_smoke_test(m
     job_env(gpu_env, monkeypatch)
     c = make_cluster(n_nodes=3)
     odd = c.pods[1]
-    odd.env = {"FAKEGPU_NCCL_VERSION": "22105"}
+    odd.proc_env = {"FAKEGPU_NCCL_VERSION": "22105"}
     run_job(c, "--expect", "3", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60",
             "--require-same-versions")
     assert_all_exit(c, 6)
@@ -412,7 +412,7 @@ def test_job_without_a_gpu_on_one_pod_decides_for_every_pod(make_cluster, gpu_en
     job_env(gpu_env, monkeypatch)
     c = make_cluster(n_nodes=3)
     odd = c.pods[2]
-    odd.env = {"FAKEGPU_MODE": "nogpu"}
+    odd.proc_env = {"FAKEGPU_MODE": "nogpu"}
     run_job(c, "--expect", "3", "--smoke", mode, "--smoke-bytes", "64K", "--timeout", "60")
     assert_all_exit(c, rc)
     want = f"the smoke test cannot run on every pod of the job: {odd.name}: no-gpu"
