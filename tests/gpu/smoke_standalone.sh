@@ -10,7 +10,9 @@
 #             used the agreed interface (from its own log)
 #   slow      the link throttled with tc tbf: exit 6 "slow network"
 #   missing   rank 1 never starts: rank 0 exits 6 in init, before its deadline
-#   default   no NCCL_SOCKET_IFNAME (NCCL's own choice): exit 6
+#   comm-id   no NCCL_SOCKET_IFNAME: NCCL then picks the interface on
+#             NCCL_COMM_ID's subnet (ncclFindInterfaces), so the agreed one:
+#             exit 0, NCCL on va/vb despite the decoys
 # Logs and NCCL's debug files go to $OUT.
 #
 #   NICPICK=build/nicpick IP=ip TC=tc OUT=dir tests/gpu/smoke_standalone.sh
@@ -74,14 +76,12 @@ check "missing peer: rank 0 exits 6" 6 $e0 "init" "$OUT/missing.rank0.log"
 [ $dt -lt 40 ] && echo "PASS: missing peer: verdict in ${dt} s (< 60 s deadline)" || { echo "FAIL: missing peer took ${dt} s"; fails=$((fails+1)); }
 cat "$OUT/missing.rank0.log"
 
-# default: NCCL's own choice (no NCCL_SOCKET_IFNAME) with the decoy bridges
-smoke default 0 bare --smoke-timeout 20 --json --nccl-debug --out-dir "$OUT/default0" & p0=$!
-smoke default 1 bare --smoke-timeout 20 --json --nccl-debug --out-dir "$OUT/default1" & p1=$!
+# comm-id: no NCCL_SOCKET_IFNAME; NCCL_COMM_ID's subnet steers NCCL's choice
+smoke commid 0 bare --smoke-timeout 20 --interface va & p0=$!
+smoke commid 1 bare --smoke-timeout 20 --interface vb & p1=$!
 wait $p0; e0=$?; wait $p1; e1=$?
-check "default NCCL choice fails (rank 0)" 6 $e0
-check "default NCCL choice fails (rank 1)" 6 $e1
-cat "$OUT/default.rank0.log" "$OUT/default.rank1.log"
-grep -h "NET/Socket : Using\|Bootstrap" "$OUT"/default*/nccl-debug/* 2>/dev/null | head -4
+check "no NCCL_SOCKET_IFNAME: NCCL follows NCCL_COMM_ID to va" 0 $e0 "on va" "$OUT/commid.rank0.log"
+check "no NCCL_SOCKET_IFNAME: NCCL follows NCCL_COMM_ID to vb" 0 $e1 "on vb" "$OUT/commid.rank1.log"
 
 echo "failures: $fails"
 exit $fails
