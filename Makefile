@@ -200,7 +200,10 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-bench: deps all
+$(BUILD)/bench-gather: bench/gather.c $(BUILD)/libnicpick.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
+
+bench: deps all $(BUILD)/bench-gather
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:
