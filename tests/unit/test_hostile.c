@@ -8,7 +8,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "agree/agree.h"
 #include "nic/nic_priv.h"
@@ -64,12 +66,35 @@ static void test_report_with_hostile_pod_name(void **state)
 	}
 }
 
+/* --netlink-json: an interface name becomes a path under the sysfs root, so
+ * one that Linux could not have ("..", "a/b") is refused, not followed. */
+static void test_netlink_json_name_that_would_leave_sysfs_is_refused(void **state)
+{
+	static const char *names[] = { "..", ".", "../../etc", "a/b" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[] = "/tmp/nicpick-hostile-XXXXXX";
+		int fd = mkstemp(path);
+		assert_true(fd >= 0);
+		dprintf(fd, "[{\"ifindex\":2,\"ifname\":\"%s\",\"flags\":[\"UP\"]}]", names[i]);
+		close(fd);
+		struct nic_source src = { .sysfs_root = "/nonexistent", .netlink_json = path };
+		struct nic_list l = { 0 };
+		np_error err = { 0 };
+		assert_int_equal(nic_discover(&src, &l, &err), -1);
+		assert_int_equal(err.status, NP_EUSAGE);
+		assert_non_null(strstr(err.msg, "invalid \"ifname\""));
+		nic_list_free(&l);
+		unlink(path);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ib_rate_out_of_range_is_unknown),
 		cmocka_unit_test(test_error_with_control_characters_is_one_line),
 		cmocka_unit_test(test_report_with_hostile_pod_name),
+		cmocka_unit_test(test_netlink_json_name_that_would_leave_sysfs_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
