@@ -522,3 +522,24 @@ def test_route_to_the_peer_through_another_device_fails_the_probe(make_cluster):
     assert re.search(r"the route to 10\.9\.0\.\d+ leaves through eth0, not "
                      + re.escape(b.fast_if), logs), diag(c)
     assert "network 10.9.0.0/24 failed the probe" in gatherer(c).stderr_text, diag(c)
+
+
+def test_forged_assignment_naming_an_interface_the_pod_did_not_report_is_refused(make_cluster):
+    """Another principal with `patch` on pods writes an assignment onto a
+    pod, in the gatherer's name (its uid is public).  The pod takes only an
+    interface and address of its own report: it refuses the part, exit 5,
+    and writes nothing (docs/security.md)."""
+    c = make_cluster()
+    victim, gath = c.pods[2], c.pods[0]
+    forged = {"v": 1, "leader": gath.uid, "leader_pod": gath.name, "epoch": 1, "state": "probe",
+              "n": 4, "parts": [{"net": "10.66.0.0/24", "if": "evil0", "addr": "10.66.0.3",
+                                 "next_pod": c.pods[3].name, "next_addr": "10.66.0.4",
+                                 "rank": 2, "world": 4, "root": "10.66.0.1",
+                                 "min_mbps": 100000}]}
+    c.server.patch_object(C.NAMESPACE, victim.name, {"metadata": {"annotations": {
+        "nicpick.io/assignment": json.dumps(forged, separators=(",", ":"), sort_keys=True)}}})
+    victim.start(*COMMON, "--timeout", "20")
+    assert victim.wait(60) == 5, victim.describe()
+    assert "evil0 10.66.0.3" in victim.stderr_text and "did not report" in victim.stderr_text, \
+        victim.describe()
+    assert not (victim.out_dir / "nccl.env").exists()
