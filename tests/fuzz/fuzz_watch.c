@@ -3,16 +3,23 @@
  * not depend on where the chunks end: the stream is fed whole, one byte at
  * a time, and split in two at every byte boundary (inputs up to 512 bytes;
  * longer ones at 64 boundaries spread over the input), and each time the
- * same lines must decode to the same events. */
+ * same lines must come out (compared through a 64-bit hash of each) and the
+ * stream stop at the same malformed event.  The events are a pure function
+ * of the lines, decoded once, on the whole feed. */
 #include "fuzz.h"
+
+#include <stdbool.h>
 
 #include "k8s/k8s_priv.h"
 
 #define MAX_LINE 4096 /* small, so that the too-long path is reached too */
 
 struct trace {
-	char sig[8192];
+	char sig[8192]; /* each line's length and hash, in order, then rc */
 	size_t len;
+	size_t lines;
+	size_t stop_after; /* split feeds: stop where the whole feed stopped */
+	bool decode;	   /* the whole feed: decode each line as watch.c does */
 };
 
 static void add(struct trace *t, const char *s, size_t n)
@@ -23,20 +30,32 @@ static void add(struct trace *t, const char *s, size_t n)
 	t->len += n;
 }
 
+/* The splitter's lines; the whole line is hashed, so traces compare every
+ * byte.  Decoding is a pure function of the line, so only the whole feed
+ * decodes (and checks the decoder); split feeds stop after the same line
+ * the whole feed stopped at, as watch.c stops at a malformed event. */
 static int on_line(const char *line, size_t len, void *ud)
 {
 	struct trace *t = ud;
 	FUZZ_CHECK(len > 0 && len <= MAX_LINE && !memchr(line, '\n', len), "line of %zu", len);
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)line[i]) * 1099511628211ull;
+	char buf[48];
+	add(t, buf, (size_t)snprintf(buf, sizeof(buf), "%zu:%016llx;", len, (unsigned long long)h));
+	t->lines++;
+	if (!t->decode)
+		return t->stop_after && t->lines == t->stop_after;
 	struct k8s_watch_event e;
 	int kind = k8s_watch_event_decode(line, len, &e);
-	char buf[96];
-	const char *rv = json_string_value(
-		json_object_get(json_object_get(e.object, "metadata"), "resourceVersion"));
-	int n = snprintf(buf, sizeof(buf), "%d/%d/%.40s/%zu;", kind, (int)e.type, rv ? rv : "-", len);
-	add(t, buf, (size_t)n);
-	add(t, line, len < 32 ? len : 32);
+	FUZZ_CHECK((kind == K8S_EVENT_MALFORMED) == !e.object, "kind %d, object %p", kind,
+		   (void *)e.object);
+	if (kind == K8S_EVENT_TYPED)
+		FUZZ_CHECK(e.type >= K8S_WATCH_ADDED && e.type <= K8S_WATCH_BOOKMARK, "type %d",
+			   (int)e.type);
 	json_decref(e.ev);
-	/* A malformed event stops the watch, as in watch.c. */
+	if (kind == K8S_EVENT_MALFORMED)
+		t->stop_after = t->lines;
 	return kind == K8S_EVENT_MALFORMED;
 }
 
@@ -49,6 +68,7 @@ static void feed(const uint8_t *data, size_t size, const size_t *cuts, size_t nc
 	size_t at = 0;
 	int rc = 0;
 	t->len = 0;
+	t->lines = 0;
 	for (size_t i = 0; i <= ncuts && rc == 0; i++) {
 		size_t end = i < ncuts ? cuts[i] : size;
 		rc = k8s_linebuf_feed(&lb, (const char *)data + at, end - at, on_line, t);
@@ -65,7 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static size_t cuts[1 << 16];
 	if (size > sizeof(cuts) / sizeof(cuts[0]))
 		return 0;
+	whole.decode = true;
+	whole.stop_after = 0;
 	feed(data, size, NULL, 0, &whole);
+	other.decode = false;
+	other.stop_after = whole.stop_after;
 
 	for (size_t i = 0; i + 1 < size; i++)
 		cuts[i] = i + 1;
