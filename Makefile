@@ -33,9 +33,13 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-par
             -DNICPICK_VERSION='"$(VERSION)"' -DNICPICK_GITREV='"$(GITREV)"'
 LDLIBS   += $(PKG_LIBS) -ldl -lpthread
 
-# Test-only kill points (lib/util/testhook.h): in every build but a release
-# one, which is built with TEST_HOOKS=0.
+# Test-only kill points (lib/util/testhook.h): in every build but the
+# release one (`make static`, STATIC=1); TEST_HOOKS=0 turns them off anywhere.
+ifeq ($(STATIC),1)
+TEST_HOOKS := 0
+else
 TEST_HOOKS ?= 1
+endif
 ifeq ($(TEST_HOOKS),1)
 CFLAGS   += -DNICPICK_TEST_HOOKS
 endif

@@ -1,5 +1,5 @@
 /* Test-only kill points: with NICPICK_TEST_HOOKS compiled in (the normal
- * `make` build; never the static release build), a process whose
+ * `make` build; never `make static`, the release build), a process whose
  * NICPICK_TEST_KILL_AT names a step is killed with SIGKILL when it reaches
  * that step, as a node losing the container would.  The restart tests
  * (tests/integration/test_restart.py) use it to check that a re-run reaches
