@@ -33,10 +33,36 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-par
             -DNICPICK_VERSION='"$(VERSION)"' -DNICPICK_GITREV='"$(GITREV)"'
 LDLIBS   += $(PKG_LIBS) -ldl -lpthread
 
+# Test-only kill points (lib/util/testhook.h): in every build but the
+# release one (`make static`, STATIC=1); TEST_HOOKS=0 turns them off anywhere.
+ifeq ($(STATIC),1)
+TEST_HOOKS := 0
+else
+TEST_HOOKS ?= 1
+endif
+ifeq ($(TEST_HOOKS),1)
+CFLAGS   += -DNICPICK_TEST_HOOKS
+endif
+
 ifneq ($(SANITIZE),)
 CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDFLAGS  += -fsanitize=$(SANITIZE)
 BUILD    := build/san
+endif
+
+# `make fuzz` builds the library a second time with clang, libFuzzer's
+# coverage and ASan+UBSan (leaks are checked by ASan at every input), into
+# build/fuzz.  A target is one file, tests/fuzz/fuzz_NAME.c, with its seeds in
+# tests/fuzz/corpus/NAME/: the wildcard below is all the Makefile needs.
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+ifneq ($(FUZZ),)
+CC       := $(FUZZ_CC)
+CFLAGS   += $(FUZZ_SAN) -fsanitize=fuzzer-no-link -Wno-unknown-warning-option
+LDFLAGS  += $(FUZZ_SAN)
+BUILD    := build/fuzz
 endif
 
 LIB_SRC  := $(sort $(wildcard lib/*/*.c))
@@ -48,7 +74,7 @@ SMOKE_OBJ := $(SMOKE_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image image-full
+.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -169,7 +195,26 @@ test: deps
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory apiserver-test
 
-bench: deps all
+# FUZZ_SECONDS per target (default 60); FUZZ_TARGETS="report list" for some.
+fuzz: deps
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_TARGETS)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+
+# Regenerate the seeds that nicpick itself writes (reports, decisions).
+fuzz-seeds: all
+	$(CC) $(CFLAGS) -o $(BUILD)/gen_seeds tests/fuzz/gen_seeds.c $(BUILD)/libnicpick.a $(LDLIBS)
+	$(BUILD)/gen_seeds tests/fuzz/corpus
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
+
+$(BUILD)/bench-gather: bench/gather.c $(BUILD)/libnicpick.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
+
+bench: deps all $(BUILD)/bench-gather
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:

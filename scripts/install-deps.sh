@@ -8,7 +8,7 @@ static="gcc libc6-dev linux-libc-dev make pkg-config libnl-3-dev libnl-route-3-d
 musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
 need="$static
 libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
-curl unzip nodejs npm buildah podman runc"
+curl unzip nodejs npm buildah podman runc clang-14 libclang-rt-14-dev"
 [ "${1:-}" = static ] && need=$static
 missing=""
 for p in $need; do

@@ -13,6 +13,7 @@
 #include "jobs/jobs.h"
 #include "probe/probe.h"
 #include "util/clock.h"
+#include "util/testhook.h"
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
 {
@@ -132,6 +133,8 @@ void ex_probe_servers_stop(struct ex *x)
 static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n, long bytes,
 		       struct exchange_probe *out, np_error *err)
 {
+	/* This pod holds its part of a decision and is about to probe. */
+	np_test_point("after-decision");
 	ex_probe_servers_stop(x);
 	bool listening[EX_SERVERS_MAX] = { false };
 	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
@@ -197,6 +200,8 @@ int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct
 		return -1;
 	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
 	free(s);
+	if (r == 0)
+		np_test_point("after-probe");
 	return r;
 }
 
@@ -324,8 +329,10 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	json_t *ann = x->leader ? json_pack("{s:s, s:n, s:n}", EXCHANGE_ANN_REPORT, report,
 					    EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS)
 				: json_pack("{s:s}", EXCHANGE_ANN_REPORT, report);
+	np_test_point("before-report");
 	if (ex_patch_annotations(x, x->name, ann, err) < 0)
 		goto out;
+	np_test_point("after-report");
 	ex_log(x, EXCHANGE_INFO, "published %zu candidate(s); %s", x->mine.n,
 	       x->leader ? "this pod gathers the job's reports" : "waiting for the gatherer");
 

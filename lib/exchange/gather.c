@@ -438,7 +438,12 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			 g->epoch, d.rails[0].net.text, why);
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
 		       g->epoch, d.rails[0].net.text, why);
-		if (opt.n_excluded < AGREE_EXCLUDED_MAX)
+		/* A routed rail is no network that exclusion can name: without
+		 * this, the same routed decision came back every round until
+		 * the deadline. */
+		if (d.routed)
+			opt.no_routed = true;
+		else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
 			opt.excluded[opt.n_excluded++] = d.rails[0].net;
 		agree_decision_free(&d);
 	}

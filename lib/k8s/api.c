@@ -69,13 +69,33 @@ static int nomem(np_error *err)
 	return np_error_set(err, NP_EINTERNAL, ENOMEM, "building request path");
 }
 
+/* What the API answered for pod `name` must be that pod: every caller
+ * reads metadata.name, uid and labels, and a body of another shape must be
+ * an API error, not "this pod has no labels". */
+static int check_pod(const char *verb, const char *name, json_t **pod, np_error *err)
+{
+	const json_t *md = json_object_get(*pod, "metadata");
+	const char *n = json_string_value(json_object_get(md, "name"));
+	const char *uid = json_string_value(json_object_get(md, "uid"));
+	if (json_is_object(*pod) && json_is_object(md) && n && !strcmp(n, name) && uid && *uid)
+		return 0;
+	json_decref(*pod);
+	*pod = NULL;
+	return np_error_set(err, NP_EK8S, 0,
+			    "%s pod %.253s: the API server answered with something that is not that "
+			    "pod (no metadata with its name and uid)",
+			    verb, name);
+}
+
 int k8s_get_pod(struct k8s_client *c, const char *ns, const char *name, json_t **pod,
 		np_error *err)
 {
 	cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", name);
 	if (!path)
 		return nomem(err);
-	return k8s_get(c, path, pod, err);
+	if (k8s_get(c, path, pod, err) < 0)
+		return -1;
+	return check_pod("GET", name, pod, err);
 }
 
 int k8s_patch_pod(struct k8s_client *c, const char *ns, const char *name,
@@ -84,7 +104,9 @@ int k8s_patch_pod(struct k8s_client *c, const char *ns, const char *name,
 	cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", name);
 	if (!path)
 		return nomem(err);
-	return k8s_patch_merge(c, path, patch, pod, err);
+	if (k8s_patch_merge(c, path, patch, pod, err) < 0)
+		return -1;
+	return pod ? check_pod("PATCH", name, pod, err) : 0;
 }
 
 int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_selector,

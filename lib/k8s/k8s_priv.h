@@ -164,6 +164,18 @@ int k8s_linebuf_feed(struct k8s_linebuf *lb, const char *data, size_t n, k8s_lin
 		     void *ud);
 void k8s_linebuf_free(struct k8s_linebuf *lb);
 
+/* One line of a watch stream, decoded (pure; fuzzed with the splitter).
+ * ev is the parsed line (json_decref it, also on error), object borrowed
+ * from it; why says what is wrong with a malformed line. */
+enum { K8S_EVENT_MALFORMED = -1, K8S_EVENT_TYPED, K8S_EVENT_ERROR, K8S_EVENT_UNKNOWN };
+struct k8s_watch_event {
+	json_t *ev;
+	json_t *object;
+	enum k8s_watch_type type; /* K8S_EVENT_TYPED */
+	char why[160];
+};
+int k8s_watch_event_decode(const char *line, size_t len, struct k8s_watch_event *out);
+
 /* events.c: the Event body (pure, for tests).  now is the wall clock. */
 json_t *k8s_event_build(const json_t *pod, const char *ns, const char *reason,
 			const char *message, const char *type, const char *instance,

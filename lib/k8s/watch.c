@@ -128,36 +128,55 @@ static void error_event(struct watch *w, json_t *status)
 	w->outcome = W_FATAL;
 }
 
+int k8s_watch_event_decode(const char *line, size_t len, struct k8s_watch_event *out)
+{
+	json_error_t je;
+	memset(out, 0, sizeof(*out));
+	out->ev = json_loadb(line, len, 0, &je);
+	const char *type = json_string_value(json_object_get(out->ev, "type"));
+	out->object = json_object_get(out->ev, "object");
+	if (!out->ev || !type || !json_is_object(out->object)) {
+		snprintf(out->why, sizeof(out->why), "%s", out->ev ? "no type or object" : je.text);
+		out->object = NULL;
+		return K8S_EVENT_MALFORMED;
+	}
+	if (!strcmp(type, "ERROR"))
+		return K8S_EVENT_ERROR;
+	/* An unknown type is skipped: newer servers may add some. */
+	for (int i = K8S_WATCH_ADDED; i <= K8S_WATCH_BOOKMARK; i++) {
+		if (!strcmp(type, type_names[i])) {
+			out->type = i;
+			return K8S_EVENT_TYPED;
+		}
+	}
+	return K8S_EVENT_UNKNOWN;
+}
+
 static int watch_line(const char *line, size_t len, void *ud)
 {
 	struct watch *w = ud;
-	json_error_t je;
-	json_t *ev = json_loadb(line, len, 0, &je);
-	const char *type = json_string_value(json_object_get(ev, "type"));
-	json_t *obj = json_object_get(ev, "object");
-	if (!ev || !type || !json_is_object(obj)) {
-		np_error_set(w->err, NP_EK8S, 0, "watch %s: malformed event: %s", w->path,
-			     ev ? "no type or object" : je.text);
+	struct k8s_watch_event e;
+	switch (k8s_watch_event_decode(line, len, &e)) {
+	case K8S_EVENT_MALFORMED:
+		np_error_set(w->err, NP_EK8S, 0, "watch %s: malformed event: %s", w->path, e.why);
 		w->outcome = W_FATAL;
-	} else if (!strcmp(type, "ERROR")) {
-		error_event(w, obj);
-	} else {
-		enum k8s_watch_type t = K8S_WATCH_RELIST;
-		for (int i = K8S_WATCH_ADDED; i <= K8S_WATCH_BOOKMARK; i++)
-			if (!strcmp(type, type_names[i]))
-				t = i;
-		/* An unknown type is skipped: newer servers may add some. */
-		if (t != K8S_WATCH_RELIST) {
-			w->events++;
-			if (set_rv(w, obj) < 0) {
-				np_error_set(w->err, NP_EINTERNAL, ENOMEM, "watch");
-				w->outcome = W_FATAL;
-			} else {
-				deliver(w, t, obj);
-			}
+		break;
+	case K8S_EVENT_ERROR:
+		error_event(w, e.object);
+		break;
+	case K8S_EVENT_TYPED:
+		w->events++;
+		if (set_rv(w, e.object) < 0) {
+			np_error_set(w->err, NP_EINTERNAL, ENOMEM, "watch");
+			w->outcome = W_FATAL;
+		} else {
+			deliver(w, e.type, e.object);
 		}
+		break;
+	default:
+		break;
 	}
-	json_decref(ev);
+	json_decref(e.ev);
 	return w->outcome != W_NONE;
 }
 

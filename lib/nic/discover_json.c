@@ -158,7 +158,9 @@ static int fill_one(struct nic *n, struct nicp_facts *f, const json_t *o, const 
 
 	if (!json_is_object(o))
 		return bad(err, path, i, "not an object");
-	if (!name || !*name || strlen(name) >= sizeof(n->name))
+	/* As Linux's dev_valid_name(): the name becomes a path under sysfs. */
+	if (!name || !*name || strlen(name) >= sizeof(n->name) || strchr(name, '/') ||
+	    !strcmp(name, ".") || !strcmp(name, ".."))
 		return bad(err, path, i, "missing or invalid \"ifname\"");
 	if (!json_is_integer(idx) || json_integer_value(idx) <= 0)
 		return bad(err, path, i, "missing or invalid \"ifindex\"");

@@ -89,6 +89,12 @@ bool nicp_pathf(char *buf, size_t len, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Copy a string into a fixed field, cutting it to fit. */
 void nicp_copy(char *dst, size_t len, const char *src);
+/* sysfs `speed` in Mb/s; -1 for unknown (-1, (u32)-1) or not a number. */
+long nicp_parse_speed(const char *s);
+/* DEVTYPE= of a uevent file's text into out (cut to fit); false if none. */
+bool nicp_uevent_devtype(const char *uevent, char *out, size_t len);
+/* InfiniBand port `rate` ("100 Gb/sec (4X EDR)") in Mb/s; -1 if unreadable. */
+long nicp_parse_rate(const char *s);
 /* "0000:a2:00.0" shape. */
 bool nicp_is_pci_addr(const char *s);
 

@@ -89,11 +89,13 @@ static int list_dir(int rootfd, const char *rel, struct names *out)
 }
 
 /* "100 Gb/sec (4X EDR)" -> 100000; "2.5 Gb/sec (1X SDR)" -> 2500. */
-static long parse_rate(const char *s)
+long nicp_parse_rate(const char *s)
 {
 	char *end;
 	double v = strtod(s, &end);
-	if (end == s || v <= 0)
+	/* NaN fails every comparison; past 100 Tb/s is not a link rate, and
+	 * scaled to Mb/s it may not fit a long ("1e30 Gb/sec" did not). */
+	if (end == s || !(v > 0 && v < 1e8))
 		return -1;
 	while (*end == ' ')
 		end++;
@@ -200,7 +202,7 @@ static int read_port(int rootfd, const char *hca, const char *port, struct nic_l
 		nicp_copy(p.link_layer, sizeof(p.link_layer), buf);
 	nicp_pathf(rel, sizeof(rel), "%s/rate", dir);
 	if (nicp_read_small(rootfd, rel, buf, sizeof(buf)) >= 0)
-		p.rate_mbps = parse_rate(buf);
+		p.rate_mbps = nicp_parse_rate(buf);
 
 	/* Netdevs named by the GID table (unused entries fail to read). */
 	nicp_pathf(rel, sizeof(rel), "%s/gid_attrs/ndevs", dir);

@@ -225,24 +225,31 @@ static bool if_exists(const struct iface *c, const char *file)
 	return nicp_pathf(rel, sizeof(rel), "%s/%s", c->name, file) && exists_at(c->netfd, rel);
 }
 
+bool nicp_uevent_devtype(const char *uevent, char *out, size_t len)
+{
+	for (const char *line = uevent; line && *line;) {
+		const char *nl = strchrnul(line, '\n');
+		if (strncmp(line, "DEVTYPE=", 8) == 0 && nl - line >= 8) {
+			size_t n = (size_t)(nl - line) - 8;
+			if (n >= len)
+				n = len - 1;
+			memcpy(out, line + 8, n);
+			out[n] = '\0';
+			return true;
+		}
+		line = *nl ? nl + 1 : NULL;
+	}
+	return false;
+}
+
 static void read_uevent_devtype(const struct iface *c, struct nic *n)
 {
 	char buf[1024];
-	if (if_read(c, "uevent", buf, sizeof(buf)) < 0)
-		return;
-	for (char *line = buf; line && *line;) {
-		char *nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		if (strncmp(line, "DEVTYPE=", 8) == 0) {
-			nicp_copy(n->devtype, sizeof(n->devtype), line + 8);
-			return;
-		}
-		line = nl ? nl + 1 : NULL;
-	}
+	if (if_read(c, "uevent", buf, sizeof(buf)) >= 0)
+		nicp_uevent_devtype(buf, n->devtype, sizeof(n->devtype));
 }
 
-static long parse_speed(const char *s)
+long nicp_parse_speed(const char *s)
 {
 	long v;
 	/* -1 (SPEED_UNKNOWN) or an old kernel's (u32)-1 mean unknown. */
@@ -265,7 +272,7 @@ static int sysfs_one(int rootfd, int netfd, struct nic *n, struct nicp_facts *f,
 	if (f->speed_known)
 		; /* from the ethtool dump of the live node */
 	else if (if_read(&c, "speed", buf, sizeof(buf)) >= 0)
-		n->speed_mbps = parse_speed(buf);
+		n->speed_mbps = nicp_parse_speed(buf);
 	else if (errno == ENOENT && !if_exists(&c, "."))
 		return 0; /* not in this sysfs: every fact stays unknown */
 	if (!n->operstate[0]) {

@@ -1,5 +1,6 @@
 /* Atomic writes: every file goes to a temporary in the same directory, is
  * fsync'ed, and is renamed into place only when all of them are complete. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,6 +13,7 @@
 
 #include "outputs/outputs.h"
 #include "util/cleanup.h"
+#include "util/testhook.h"
 
 #define OUT_FILE_MODE 0644
 #define OUT_DIR_MODE 0755
@@ -125,6 +127,27 @@ static int fsync_dir(const char *dir, np_error *err)
 	return 0;
 }
 
+/* A run killed between writing and renaming (SIGKILL, the node going
+ * away) leaves its temporaries DIR/.NAME.XXXXXX behind; the next run
+ * removes them, so that only whole files stay. */
+static void remove_stale_temps(const char *dir, const struct out_file *files, size_t n)
+{
+	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(dup(fd)) : NULL;
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		for (size_t i = 0; i < n; i++) {
+			size_t nl = strlen(files[i].name);
+			if (e->d_name[0] == '.' && !strncmp(e->d_name + 1, files[i].name, nl) &&
+			    e->d_name[1 + nl] == '.' && strlen(e->d_name + 2 + nl) == 6)
+				unlinkat(fd, e->d_name, 0);
+		}
+	}
+	closedir(d);
+}
+
 /* Temporaries for all files first, then the renames: a failure before the
  * first rename leaves the directory as it was. */
 static int write_files(const char *dir, struct out_file *files, size_t n, np_error *err)
@@ -133,6 +156,7 @@ static int write_files(const char *dir, struct out_file *files, size_t n, np_err
 		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
 	if (mkdir_p(dir, err) < 0)
 		return -1;
+	remove_stale_temps(dir, files, n);
 	size_t i;
 	for (i = 0; i < n; i++)
 		if (write_temp(dir, &files[i], err) < 0)
@@ -152,6 +176,8 @@ static int write_files(const char *dir, struct out_file *files, size_t n, np_err
 			goto fail;
 		}
 		files[i].tmp[0] = '\0';
+		if (i == 0)
+			np_test_point("mid-outputs");
 	}
 	return fsync_dir(dir, err);
 fail:

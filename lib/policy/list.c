@@ -36,12 +36,14 @@ int policy_list_parse(const char *s, struct policy_list *out, np_error *err)
 			if (len > IFNAMSIZ - 1)
 				return np_error_set(err, NP_EUSAGE, 0,
 						    "interface list '%s': entry '%.*s' is longer than "
-						    "an interface name can be (%d characters)",
+						    "an interface name can be (%d characters), so it "
+						    "would never match: a missing ','?",
 						    s, (int)len, p, IFNAMSIZ - 1);
 			if (out->n == POLICY_LIST_MAX)
 				return np_error_set(err, NP_EUSAGE, 0,
-						    "interface list '%s' has more than %d entries", s,
-						    POLICY_LIST_MAX);
+						    "interface list '%s' has more than %d entries, and NCCL "
+						    "reads only the first %d: give at most %d",
+						    s, POLICY_LIST_MAX, POLICY_LIST_MAX, POLICY_LIST_MAX);
 			memcpy(out->names[out->n], p, len);
 			out->names[out->n][len] = '\0';
 			out->n++;

@@ -22,9 +22,15 @@
  *    an entry with nothing before ':' is skipped;
  *  - an empty list after the prefixes ("^=", "=,") behaves as in NCCL: it
  *    matches every name, so with '^' it selects none.
- * More than POLICY_LIST_MAX entries, or an entry longer than an interface
- * name can be (IFNAMSIZ - 1), is refused with NP_EUSAGE. */
-#define POLICY_LIST_MAX 32
+ * Where NCCL's reading would differ from a plain reading, the list is
+ * refused with NP_EUSAGE instead of guessed at:
+ *  - more than 16 entries: NCCL parses only the first MAX_IFS (16) and
+ *    silently ignores the rest, so an exclude list would stop excluding;
+ *  - an entry longer than an interface name can be (IFNAMSIZ - 1): in an
+ *    include list it selects nothing, in an exclude list it excludes
+ *    nothing, both almost certainly a typo (a missing ','); and NCCL copies
+ *    entries into a 64-byte buffer without a bound. */
+#define POLICY_LIST_MAX 16 /* NCCL's MAX_IFS */
 #define POLICY_LIST_TEXT_MAX 256
 
 struct policy_list {

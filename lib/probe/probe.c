@@ -21,6 +21,7 @@
  *   server: "SEEN <source address of the connection>\n"                      */
 #define PROBE_MAGIC "NICPICK-PROBE 1 "
 #define PROBE_IO_TIMEOUT_MS 5000
+#define PROBE_PAYLOAD_MAX (1L << 34) /* --probe-throughput's largest */
 
 struct probe_server {
 	int fd;
@@ -141,14 +142,18 @@ static void serve_one(struct probe_server *s, int fd, const struct sockaddr_stor
 		return;
 	char claimed[PROBE_ADDR_MAX];
 	long payload = 0;
-	if (sscanf(line + strlen(PROBE_MAGIC), "%63s %ld", claimed, &payload) != 2 || payload < 0)
+	if (sscanf(line + strlen(PROBE_MAGIC), "%63s %ld", claimed, &payload) != 2 || payload < 0 ||
+	    payload > PROBE_PAYLOAD_MAX)
 		return;
 	/* The payload is bounded by the client's own deadline; ours is
-	 * extended in proportion so that a slow link still finishes. */
+	 * extended in proportion so that a slow link still finishes.  The
+	 * server answers one connection at a time, so a client that goes
+	 * silent is dropped after PROBE_IO_TIMEOUT_MS whatever it claimed. */
 	deadline = np_now_ms() + PROBE_IO_TIMEOUT_MS + payload / 10000;
 	char sink[65536];
 	while (payload > 0) {
-		if (wait_fd(fd, POLLIN, deadline) < 0)
+		int64_t idle = np_now_ms() + PROBE_IO_TIMEOUT_MS;
+		if (wait_fd(fd, POLLIN, idle < deadline ? idle : deadline) < 0)
 			return;
 		ssize_t r = read(fd, sink, (size_t)payload < sizeof(sink) ? (size_t)payload : sizeof(sink));
 		if (r <= 0) {

@@ -4,6 +4,26 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Messages quote names and values that came from outside (interface names,
+ * other pods' reports, API bodies): a control character in one must not
+ * split the one-line error or drive the terminal, so it is written \xNN. */
+static void one_line(char *msg, size_t cap)
+{
+	char tmp[NP_ERR_MSG_MAX];
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)msg; *p && o + 1 < sizeof(tmp); p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			if (o + 5 >= sizeof(tmp))
+				break;
+			o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, "\\x%02x", *p);
+		} else {
+			tmp[o++] = (char)*p;
+		}
+	}
+	tmp[o] = '\0';
+	snprintf(msg, cap, "%s", tmp);
+}
+
 int np_error_set(np_error *err, int status, int sys_errno, const char *fmt, ...)
 {
 	if (!err)
@@ -18,6 +38,7 @@ int np_error_set(np_error *err, int status, int sys_errno, const char *fmt, ...)
 		size_t len = strlen(err->msg);
 		snprintf(err->msg + len, sizeof(err->msg) - len, ": %s", strerror(sys_errno));
 	}
+	one_line(err->msg, sizeof(err->msg));
 	err->status = status ? status : NP_EINTERNAL;
 	err->sys_errno = sys_errno;
 	return -1;
@@ -33,6 +54,7 @@ int np_error_wrap(np_error *err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
+	one_line(prefix, sizeof(prefix));
 	memcpy(old, err->msg, sizeof(old));
 	/* Truncation keeps the start of both parts, which is what a reader needs. */
 	size_t plen = strnlen(prefix, sizeof(err->msg) - 3);

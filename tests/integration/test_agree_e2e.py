@@ -480,3 +480,79 @@ def test_a_container_restarted_after_the_round_ended_takes_the_same_result_at_on
     ranks = C.decision_of(p)["agreement"]
     assert (ranks["rank"], ranks["world"], ranks["root"]) == (
         first_ranks["rank"], 4, gatherer(c).node.fast_addr), ranks
+
+
+def routed_fabric(c):
+    """Each node's data NIC rt0 in a subnet of its own (10.50.i.0/24) behind
+    one router namespace, as in the routed-fabric test; returns the router."""
+    router = c.factory.new("router")
+    router.exec(["sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
+    for i, node in enumerate(c.nodes):
+        C.netns_mod.veth(node.ns, "rt0", router, f"r{i}", f"10.50.{i}.2/24", f"10.50.{i}.1/24")
+        node.ns.ip("route", "add", "10.50.0.0/16", "via", f"10.50.{i}.1")
+    return router
+
+
+def test_nat_on_the_router_fails_the_probe(make_cluster):
+    """A real SNAT: the router masquerades what it forwards to node 1, so
+    node 1 sees its ring neighbour as the router's 10.50.1.1.  The peer's
+    source check must catch it; the routed network is then removed and,
+    with management excluded, nothing is left (exit 4)."""
+    have("nft")
+    c = make_cluster(n_nodes=3, fast=[False] * 3)
+    router = routed_fabric(c)
+    p = router.exec(["nft", "-f", "-"], input="""table ip nicpick_nat {
+        chain post { type nat hook postrouting priority 100; policy accept;
+            oifname "r1" masquerade
+        }
+    }""")
+    assert p.returncode == 0, p.stderr
+    run_job(c, "--expect", "3", "--log-interval", "2", "--exclude", "=eth0", "--timeout", "60",
+            timeout=100)
+    assert_all_exit(c, 4)
+    logs = "\n".join(p.stderr_text for p in c.pods)
+    assert re.search(r"saw this pod as 10\.50\.1\.1, not 10\.50\.\d\.2 \(NAT", logs), diag(c)
+    assert "network routed failed the probe" in gatherer(c).stderr_text, diag(c)
+    for p in c.pods:
+        assert not (p.out_dir / "nccl.env").exists(), p.name
+
+
+def test_route_to_the_peer_through_another_device_fails_the_probe(make_cluster):
+    """Node 1 routes the other nodes' fast addresses through its management
+    NIC.  The traffic still arrives (and from the right source address: the
+    probe binds it), so only the route check can see that NCCL's traffic
+    would not use the chosen device.  The fast network is removed and the
+    pods agree on management."""
+    c = make_cluster()
+    b = c.nodes[1]
+    for other in c.nodes:
+        if other is not b:
+            b.ns.ip("route", "add", f"{other.fast_addr}/32", "dev", "eth0")
+    run_job(c, *COMMON, "--timeout", "75", timeout=120)
+    assert_all_exit(c, 0)
+    assert_on_network(c, MGMT_NET, want_if=lambda p: "eth0")
+    logs = "\n".join(p.stderr_text for p in c.pods)
+    assert re.search(r"the route to 10\.9\.0\.\d+ leaves through eth0, not "
+                     + re.escape(b.fast_if), logs), diag(c)
+    assert "network 10.9.0.0/24 failed the probe" in gatherer(c).stderr_text, diag(c)
+
+
+def test_forged_assignment_naming_an_interface_the_pod_did_not_report_is_refused(make_cluster):
+    """Another principal with `patch` on pods writes an assignment onto a
+    pod, in the gatherer's name (its uid is public).  The pod takes only an
+    interface and address of its own report: it refuses the part, exit 5,
+    and writes nothing (docs/security.md)."""
+    c = make_cluster()
+    victim, gath = c.pods[2], c.pods[0]
+    forged = {"v": 1, "leader": gath.uid, "leader_pod": gath.name, "epoch": 1, "state": "probe",
+              "n": 4, "parts": [{"net": "10.66.0.0/24", "if": "evil0", "addr": "10.66.0.3",
+                                 "next_pod": c.pods[3].name, "next_addr": "10.66.0.4",
+                                 "rank": 2, "world": 4, "root": "10.66.0.1",
+                                 "min_mbps": 100000}]}
+    c.server.patch_object(C.NAMESPACE, victim.name, {"metadata": {"annotations": {
+        "nicpick.io/assignment": json.dumps(forged, separators=(",", ":"), sort_keys=True)}}})
+    victim.start(*COMMON, "--timeout", "20")
+    assert victim.wait(60) == 5, victim.describe()
+    assert "evil0 10.66.0.3" in victim.stderr_text and "did not report" in victim.stderr_text, \
+        victim.describe()
+    assert not (victim.out_dir / "nccl.env").exists()

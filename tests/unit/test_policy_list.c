@@ -132,8 +132,24 @@ static void test_too_many_entries_is_usage_error(void **state)
 	np_error err = {0};
 	assert_int_equal(policy_list_parse(buf, &l, &err), -1);
 	assert_int_equal(err.status, NP_EUSAGE);
-	assert_non_null(strstr(err.msg, "more than 32 entries"));
+	assert_non_null(strstr(err.msg, "more than 16 entries, and NCCL reads only the first 16"));
 	assert_null(strchr(err.msg, '\n'));
+	/* 16, NCCL's MAX_IFS, is accepted, in an exclude list too */
+	strcpy(buf, "^");
+	for (int i = 0; i < POLICY_LIST_MAX; i++)
+		strcat(buf, i ? ",e" : "e");
+	struct policy_list ok = parse_ok(buf);
+	assert_int_equal(ok.n, 16);
+	assert_true(ok.exclude);
+}
+
+static void test_overlong_entry_in_an_exclude_list_is_refused_too(void **state)
+{
+	struct policy_list l;
+	np_error err = {0};
+	assert_int_equal(policy_list_parse("^docker0,abcdefghijklmnop", &l, &err), -1);
+	assert_int_equal(err.status, NP_EUSAGE);
+	assert_non_null(strstr(err.msg, "would never match"));
 }
 
 static void test_overlong_entry_is_usage_error(void **state)
@@ -264,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_port_suffix_is_ignored_for_interfaces),
 		cmocka_unit_test(test_empty_list_after_prefixes_behaves_as_nccl),
 		cmocka_unit_test(test_too_many_entries_is_usage_error),
+		cmocka_unit_test(test_overlong_entry_in_an_exclude_list_is_refused_too),
 		cmocka_unit_test(test_overlong_entry_is_usage_error),
 		cmocka_unit_test(test_exclude_option_caret_means_the_same),
 		cmocka_unit_test(test_set_cidr),

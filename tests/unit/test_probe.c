@@ -149,6 +149,38 @@ static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
 	probe_server_stop(f.real);
 }
 
+/* Anyone who reaches the probe port may connect.  The listener answers one
+ * connection at a time, so a client that claims a payload and then goes
+ * silent must not hold it: it is dropped after 5 s of silence, and a claim
+ * beyond what --probe-throughput can send is refused at once. */
+static void silent_client_does_not_hold_the_listener(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s;
+	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	static const char *claims[] = { "NICPICK-PROBE 1 127.0.0.1 999999999999999\n",
+					"NICPICK-PROBE 1 127.0.0.1 1073741824\n" };
+	int fds[2];
+	for (int i = 0; i < 2; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons((uint16_t)probe_server_port(s)) };
+		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(write(fds[i], claims[i], strlen(claims[i])), (ssize_t)strlen(claims[i]));
+	}
+	int64_t t0 = np_now_ms();
+	struct probe_result res;
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", probe_server_port(s),
+				    np_now_ms() + 9000, 0, &res, &err), 0);
+	assert_true(res.connected);
+	assert_true(res.source_ok);
+	assert_true(np_now_ms() - t0 < 8000);
+	close(fds[0]);
+	close(fds[1]);
+	probe_server_stop(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +191,7 @@ int main(void)
 		cmocka_unit_test(route_to_loopback_leaves_through_lo),
 		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
 		cmocka_unit_test(probe_retries_a_peer_that_resets_while_it_moves),
+		cmocka_unit_test(silent_client_does_not_hold_the_listener),
 	};
 	return cmocka_run_group_tests_name("probe", tests, NULL, NULL);
 }

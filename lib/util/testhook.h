@@ -1,0 +1,20 @@
+/* Test-only kill points: with NICPICK_TEST_HOOKS compiled in (the normal
+ * `make` build; never `make static`, the release build), a process whose
+ * NICPICK_TEST_KILL_AT names a step is killed with SIGKILL when it reaches
+ * that step, as a node losing the container would.  The restart tests
+ * (tests/integration/test_restart.py) use it to check that a re-run reaches
+ * the same decision and leaves no partial files.  Steps: before-report,
+ * after-report, after-decision, after-probe, mid-outputs. */
+#ifndef NP_TESTHOOK_H
+#define NP_TESTHOOK_H
+
+#ifdef NICPICK_TEST_HOOKS
+void np_test_point(const char *step);
+#else
+static inline void np_test_point(const char *step)
+{
+	(void)step;
+}
+#endif
+
+#endif

@@ -1,0 +1,66 @@
+"""An init container killed with SIGKILL at any step, then run again (same
+pod, same uid, as the kubelet restarts it): the job reaches the decision it
+would have reached, and the killed pod's output directory ends with the
+three whole files and nothing else.
+
+The kill comes from nicpick itself: built with NICPICK_TEST_HOOKS (every
+build but a release one), it kills itself at the step named by
+NICPICK_TEST_KILL_AT (lib/util/testhook.h)."""
+import ipaddress
+import os
+import signal
+import subprocess
+
+import pytest
+
+import cluster as C
+from test_agree_e2e import COMMON, FAST_NET, assert_all_exit, assert_on_network, diag, make_cluster  # noqa: F401
+
+OUT_FILES = {"nccl.env", "nccl.conf", "decision.json"}
+STEPS = ["before-report", "after-report", "after-decision", "after-probe", "mid-outputs"]
+
+
+def hooks_built(nicpick_bin):
+    return subprocess.run(["nm", nicpick_bin], capture_output=True, text=True).stdout.count(
+        "np_test_point") > 0
+
+
+def start_killed_at(pod, step, *args):
+    os.environ["NICPICK_TEST_KILL_AT"] = step
+    try:
+        pod.start(*args)
+    finally:
+        del os.environ["NICPICK_TEST_KILL_AT"]
+
+
+@pytest.mark.parametrize("who", ["follower", "gatherer"])
+@pytest.mark.parametrize("step", STEPS)
+def test_killed_at_a_step_and_run_again_reaches_the_same_decision(make_cluster, nicpick_bin,
+                                                                  step, who):
+    if not hooks_built(nicpick_bin):
+        pytest.fail(f"{nicpick_bin} has no test hooks: build with `make` (TEST_HOOKS=1)")
+    c = make_cluster()
+    victim = c.pods[0] if who == "gatherer" else c.pods[2]
+    args = (*COMMON, "--timeout", "60")
+    start_killed_at(victim, step, *args)
+    c.start_all(*args, pods=[p for p in c.pods if p is not victim])
+    assert victim.wait(60) == -signal.SIGKILL, victim.describe()
+    # Whatever it left: whole files only, the temporaries of the files it
+    # had not renamed yet, and never a half-written file under a real name.
+    left = set(os.listdir(victim.out_dir))
+    if step != "mid-outputs":
+        assert left == set(), left
+    else:
+        assert "nccl.env" in left and not left & {"nccl.conf", "decision.json"}, left
+        assert "export NCCL_SOCKET_IFNAME=" in (victim.out_dir / "nccl.env").read_text()
+
+    # The kubelet runs the init container again: same pod, same uid.
+    victim.rc = None
+    victim.start(*args)
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    assert set(os.listdir(victim.out_dir)) == OUT_FILES, os.listdir(victim.out_dir)
+    d = C.decision_of(victim)
+    assert d["choice"]["address"] == victim.node.fast_addr, d["choice"]
+    assert ipaddress.ip_address(d["choice"]["address"]) in FAST_NET
