@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/prctl.h>
 
 #include "smoke/gpu.h"
 #include "util/clock.h"
@@ -68,6 +70,9 @@ static int emit(struct smoke_result *r, const np_error *err)
 
 int main(int argc, char **argv)
 {
+	/* Die with nicpick: a companion whose nicpick was killed must not
+	 * keep a GPU, or rank 0's bootstrap port, for the next attempt. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (argc < 2)
 		return usage("expected 'info' or 'run'");
 	bool run = strcmp(argv[1], "run") == 0;

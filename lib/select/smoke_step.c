@@ -95,6 +95,24 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 	return true;
 }
 
+/* A container killed during an earlier smoke test left its log directory:
+ * remove it, so that a run leaves the out-dir as a clean run would. */
+static void remove_stale(const char *out_dir)
+{
+	DIR *d = opendir(out_dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	char path[SMOKE_PATH_MAX + 300];
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, ".nicpick-smoke.", 15) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", out_dir, de->d_name);
+		remove_dir(path);
+	}
+	closedir(d);
+}
+
 static int skip(struct smoke_report *rep, const char *why)
 {
 	rep->status = SMOKE_SKIPPED;
@@ -170,6 +188,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
 	} else {
+		remove_stale(o->out_dir);
 		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", o->out_dir);
 		if (!mkdtemp(log_dir))
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create a directory in %s",

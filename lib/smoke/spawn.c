@@ -14,6 +14,7 @@
 
 #include "smoke/smoke.h"
 #include "util/clock.h"
+#include "util/testhook.h"
 
 #define COMPANION "nicpick-smoke"
 #define GRACE_MS 5000 /* after the deadline, before the companion is killed */
@@ -170,6 +171,7 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 		close(pfd[0]);
 		return np_error_set(err, NP_ESMOKE, rc, "cannot run %s", o->companion);
 	}
+	np_test_point(info_only ? "mid-smoke-info" : "mid-smoke");
 
 	char buf[SMOKE_RESULT_MAX_BYTES + 1];
 	size_t len = 0;

@@ -64,3 +64,45 @@ def test_killed_at_a_step_and_run_again_reaches_the_same_decision(make_cluster, 
     d = C.decision_of(victim)
     assert d["choice"]["address"] == victim.node.fast_addr, d["choice"]
     assert ipaddress.ip_address(d["choice"]["address"]) in FAST_NET
+
+
+def test_killed_mid_smoke_then_the_job_run_again_passes(make_cluster, nicpick_bin, monkeypatch):
+    """A pod killed while its smoke all-reduce runs (its nicpick-smoke dies
+    with it): the other pods' smoke tests end at their bound with exit 6 and
+    write nothing; run again, as the kubelet restarts every failed init
+    container, the job reaches the same decision and passes."""
+    if not hooks_built(nicpick_bin):
+        pytest.fail(f"{nicpick_bin} has no test hooks: build with `make` (TEST_HOOKS=1)")
+    fake = os.environ.get("NICPICK_FAKEGPU") or str(C.ROOT / "build" / "tests" / "libfakegpu.so")
+    c = make_cluster()
+    fakedir = c.tmp / "fakegpu"
+    fakedir.mkdir()
+    monkeypatch.setenv("NICPICK_NCCL_LIB", fake)
+    monkeypatch.setenv("NICPICK_CUDART_LIB", fake)
+    monkeypatch.setenv("FAKEGPU_DIR", str(fakedir))
+    victim = c.pods[2]
+    args = (*COMMON, "--timeout", "60", "--smoke", "required", "--smoke-bytes", "64K",
+            "--smoke-timeout", "5")
+    start_killed_at(victim, "mid-smoke", *args)
+    others = [p for p in c.pods if p is not victim]
+    c.start_all(*args, pods=others)
+    assert victim.wait(60) == -signal.SIGKILL, victim.describe()
+    c.wait_all(pods=others, timeout=60)
+    assert [p.rc for p in others] == [6] * len(others), diag(c)
+    for p in c.pods:
+        assert not any(f in OUT_FILES for f in os.listdir(p.out_dir)), (p.name, os.listdir(p.out_dir))
+    # Every failed init container runs again.  They do not restart in step
+    # (a restarted gatherer decides again and its followers probe again),
+    # so the smoke step's bound must cover the skew, as its default does.
+    for f in fakedir.iterdir():
+        f.unlink()
+    for p in c.pods:
+        p.rc = None
+    c.start_all(*args[:-2], "--smoke-timeout", "45")
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    for p in c.pods:
+        s = C.decision_of(p)["smoke"]
+        assert s["status"] == "passed", (p.name, s)
+        assert set(os.listdir(p.out_dir)) == OUT_FILES, os.listdir(p.out_dir)
