@@ -1,5 +1,5 @@
-/* Writes the seed corpora's generated files (reports and decisions made by
- * nicpick itself).  `make fuzz-seeds` runs it; the output is committed. */
+/* Writes the seed corpora's generated files (reports made by nicpick
+ * itself).  `make fuzz-seeds` runs it; the output is committed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +20,8 @@ static void put(const char *dir, const char *name, const char *s)
 int main(int argc, char **argv)
 {
 	const char *base = argc > 1 ? argv[1] : "tests/fuzz/corpus";
-	char rdir[256], ddir[256];
+	char rdir[256];
 	snprintf(rdir, sizeof(rdir), "%s/report", base);
-	snprintf(ddir, sizeof(ddir), "%s/decision", base);
 	static const char *reports[] = {
 		"{\"v\":1,\"pod\":\"job-w-0\",\"uid\":\"u0\",\"node\":\"n0\",\"host\":\"h0\",\"c\":["
 		"{\"if\":\"ens3f0\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.1\",\"plen\":24,"
@@ -50,22 +49,6 @@ int main(int argc, char **argv)
 		char name[32];
 		snprintf(name, sizeof(name), "gen-%d.json", i);
 		put(rdir, name, reports[i]);
-	}
-	for (int k = 0; k < 3; k++) {
-		/* two pods on a common network, three without one, one alone */
-		size_t n = k == 0 ? 2 : k == 1 ? 3 : 1;
-		struct agree_decision d = { 0 };
-		char *json = NULL;
-		agree_decide(k == 2 ? &r[2] : r, n, NULL, &d, &err);
-		if (agree_decision_to_json(&d, &json, &err) < 0) {
-			fprintf(stderr, "seed decision %d: %s\n", k, err.msg);
-			return 1;
-		}
-		char name[32];
-		snprintf(name, sizeof(name), "gen-%d.json", k);
-		put(ddir, name, json);
-		free(json);
-		agree_decision_free(&d);
 	}
 	return 0;
 }
