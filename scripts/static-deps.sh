@@ -1,11 +1,14 @@
 #!/bin/sh
-# Build nicpick's static dependencies with musl, from Debian 12's own source
-# packages: mbedTLS, libcurl (HTTPS only), jansson and libnl-3 (route, genl).
-# Everything lives under DIR (default build/static/deps): a private apt state
-# with deb-src lines (the system's apt configuration is not touched), the
-# unpacked sources, and the install prefix.  A stamp file per step makes a
-# second run a no-op.
+# Build nicpick's static dependencies with musl, from Debian's own source
+# packages: libcurl (HTTPS only), jansson and libnl-3 (route, genl) from
+# Debian 12, mbedTLS 3.6 from Debian 13 (Debian 12's mbedTLS 2.28 cannot
+# match an iPAddress subjectAltName, and in-cluster the API server is an IP
+# address).  Everything lives under DIR (default build/static/deps): private
+# apt states with deb-src lines (the system's apt configuration is not
+# touched), the unpacked sources, and the install prefix.  A stamp file per
+# step makes a second run a no-op.
 set -eu
+PATCHES=$(cd "$(dirname "$0")" && pwd)/static-patches
 DIR=${1:-build/static/deps}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
@@ -43,79 +46,96 @@ export LDFLAGS="-L$PREFIX/lib"
 export PKG_CONFIG_LIBDIR=$PREFIX/lib/pkgconfig
 export PKG_CONFIG_PATH=
 
-# --- sources: apt-get source through a private apt state with deb-src lines
-APT=$DIR/apt
-aptopts="-q -o Dir::Etc::SourceList=$APT/sources.list -o Dir::Etc::SourceParts=/nonexistent
- -o Dir::State::Lists=$APT/lists -o Dir::Cache=$APT/cache -o Dir::State::Status=/var/lib/dpkg/status
+# --- sources: apt-get source through a private apt state per Debian release
+# (bookworm: Debian 12, trixie: Debian 13), each with only deb-src lines.
+aptopts() { # release -> apt-get options for its private state
+	a=$DIR/apt-$1
+	echo "-q -o Dir::Etc::SourceList=$a/sources.list -o Dir::Etc::SourceParts=/nonexistent
+ -o Dir::State::Lists=$a/lists -o Dir::Cache=$a/cache -o Dir::State::Status=/var/lib/dpkg/status
  -o Debug::NoLocking=1 -o APT::Sandbox::User=root -o Acquire::Languages=none"
-if [ ! -e "$STAMP/apt-update" ]; then
-	log "apt-get update (deb-src, private state in $APT)"
-	mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial"
+}
+apt_update() { # release
+	rel=$1
+	[ -e "$STAMP/apt-update-$rel" ] && return 0
+	a=$DIR/apt-$rel
+	log "apt-get update ($rel deb-src, private state in $a)"
+	mkdir -p "$a/lists/partial" "$a/cache/archives/partial"
 	key=/usr/share/keyrings/debian-archive-keyring.gpg
-	cat >"$APT/sources.list" <<EOS
-deb-src [signed-by=$key] http://deb.debian.org/debian bookworm main
-deb-src [signed-by=$key] http://deb.debian.org/debian bookworm-updates main
-deb-src [signed-by=$key] http://deb.debian.org/debian-security bookworm-security main
+	cat >"$a/sources.list" <<EOS
+deb-src [signed-by=$key] http://deb.debian.org/debian $rel main
+deb-src [signed-by=$key] http://deb.debian.org/debian $rel-updates main
+deb-src [signed-by=$key] http://deb.debian.org/debian-security $rel-security main
 EOS
-	# shellcheck disable=SC2086
-	run "$APT/update.log" apt-get $aptopts update
-	touch "$STAMP/apt-update"
-fi
-fetch() { # source package -> $SRC/<pkg> (unpacked, Debian patches applied)
-	pkg=$1
-	[ -e "$STAMP/src-$pkg" ] && return 0
-	log "apt-get source $pkg"
-	rm -rf "$SRC/$pkg.tmp" && mkdir -p "$SRC/$pkg.tmp"
-	# shellcheck disable=SC2086
-	(cd "$SRC/$pkg.tmp" && run "$SRC/$pkg.fetch.log" apt-get $aptopts source "$pkg")
-	d=$(find "$SRC/$pkg.tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)
-	rm -rf "$SRC/$pkg" && mv "$d" "$SRC/$pkg" && rm -rf "$SRC/$pkg.tmp"
-	touch "$STAMP/src-$pkg"
+	# shellcheck disable=SC2046
+	run "$a/update.log" apt-get $(aptopts "$rel") update
+	touch "$STAMP/apt-update-$rel"
+}
+fetch() { # source package, release -> $SRC/<pkg>-<release> (unpacked, Debian patches applied)
+	pkg=$1 rel=$2
+	d=$SRC/$pkg-$rel
+	[ -e "$STAMP/src-$pkg-$rel" ] && return 0
+	apt_update "$rel"
+	log "apt-get source $pkg ($rel)"
+	rm -rf "$d.tmp" && mkdir -p "$d.tmp"
+	# shellcheck disable=SC2046
+	(cd "$d.tmp" && run "$d.fetch.log" apt-get $(aptopts "$rel") source "$pkg")
+	u=$(find "$d.tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+	rm -rf "$d" && mv "$u" "$d" && rm -rf "$d.tmp"
+	touch "$STAMP/src-$pkg-$rel"
 }
 
-# --- mbedTLS: the TLS library (a few hundred KB linked, against OpenSSL's MBs)
+# --- mbedTLS: the TLS library (a few hundred KB linked, against OpenSSL's MBs).
+# 3.6 (Debian 13) because hostname verification matches iPAddress SANs since
+# 3.5; Debian 12's curl 7.88 supports mbedTLS 3.
 build_mbedtls() {
-	[ -e "$STAMP/mbedtls" ] && return 0
-	fetch mbedtls
+	[ -e "$STAMP/mbedtls3" ] && return 0
+	fetch mbedtls trixie
 	log "building mbedtls"
+	m=$SRC/mbedtls-trixie
 	# mbedTLS calls getrandom(2) only under glibc and otherwise opens
 	# /dev/urandom, which an image's root need not have: the syscall on
 	# any Linux libc.
-	f=$SRC/mbedtls/library/entropy_poll.c
+	f=$m/library/entropy_poll.c
 	sed -i 's/defined(__linux__) \&\& defined(__GLIBC__)/defined(__linux__)/' "$f"
 	grep -q '^#if ((defined(__linux__)) ||' "$f" || { echo "static-deps: cannot patch $f" >&2; exit 1; }
-	run "$SRC/mbedtls.build.log" make -C "$SRC/mbedtls/library" -j"$JOBS" CC=musl-gcc \
-		CFLAGS="$CFLAGS" static
-	cp -r "$SRC/mbedtls/include/mbedtls" "$SRC/mbedtls/include/psa" "$PREFIX/include/"
-	cp "$SRC"/mbedtls/library/libmbed*.a "$PREFIX/lib/"
-	touch "$STAMP/mbedtls"
+	# curl 7.88 speaks TLS 1.2 with mbedTLS (and does not initialise PSA
+	# crypto, which mbedTLS 3.6 needs once TLS 1.3 is compiled in): no TLS 1.3.
+	f=$m/include/mbedtls/mbedtls_config.h
+	sed -i 's|^#define MBEDTLS_SSL_PROTO_TLS1_3$|/* & */|' "$f"
+	! grep -q '^#define MBEDTLS_SSL_PROTO_TLS1_3$' "$f" || { echo "static-deps: cannot patch $f" >&2; exit 1; }
+	run "$m.build.log" make -C "$m/library" -j"$JOBS" CC=musl-gcc CFLAGS="$CFLAGS" static
+	rm -rf "$PREFIX/include/mbedtls" "$PREFIX/include/psa" "$PREFIX"/lib/libmbed*.a
+	cp -r "$m/include/mbedtls" "$m/include/psa" "$PREFIX/include/"
+	cp "$m"/library/libmbed*.a "$PREFIX/lib/"
+	rm -f "$STAMP/curl"
+	touch "$STAMP/mbedtls3"
 }
 
 build_jansson() {
 	[ -e "$STAMP/jansson" ] && return 0
-	fetch jansson
+	fetch jansson bookworm
 	log "building jansson"
 	# Debian's jansson tarball has no configure script: its CMake build.
-	run "$SRC/jansson.configure.log" cmake -S "$SRC/jansson" -B "$SRC/jansson/_build" \
+	run "$SRC/jansson-bookworm.configure.log" cmake -S "$SRC/jansson-bookworm" -B "$SRC/jansson-bookworm/_build" \
 		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
 		-DCMAKE_INSTALL_PREFIX="$PREFIX" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_BUILD_DOCS=OFF \
 		-DJANSSON_EXAMPLES=OFF -DJANSSON_WITHOUT_TESTS=ON
-	run "$SRC/jansson.build.log" cmake --build "$SRC/jansson/_build" -j "$JOBS" --target install
+	run "$SRC/jansson-bookworm.build.log" cmake --build "$SRC/jansson-bookworm/_build" -j "$JOBS" --target install
 	touch "$STAMP/jansson"
 }
 
 build_libnl() {
 	[ -e "$STAMP/libnl" ] && return 0
-	fetch libnl3
+	fetch libnl3 bookworm
 	log "building libnl3"
-	cd "$SRC/libnl3"
+	cd "$SRC/libnl3-bookworm"
 	# Debian's patches touch Makefile.am only for the shared library and
 	# the installed config files: keep the generated files, no automake.
 	now=$(date '+%Y-%m-%d %H:%M:%S')
 	find . \( -name Makefile.in -o -name '*.h.in' \) -exec touch -d "$now" {} + && touch -d "$now" aclocal.m4 configure
-	run "$SRC/libnl3.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
+	run "$SRC/libnl3-bookworm.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
 		--sysconfdir=/etc --disable-cli --disable-debug --disable-pthreads
-	run "$SRC/libnl3.build.log" make -j"$JOBS" lib/libnl-3.la lib/libnl-route-3.la lib/libnl-genl-3.la
+	run "$SRC/libnl3-bookworm.build.log" make -j"$JOBS" lib/libnl-3.la lib/libnl-route-3.la lib/libnl-genl-3.la
 	mkdir -p "$PREFIX/include/libnl3"
 	cp -r include/netlink "$PREFIX/include/libnl3/"
 	cp lib/.libs/libnl-3.a lib/.libs/libnl-route-3.a lib/.libs/libnl-genl-3.a "$PREFIX/lib/"
@@ -125,13 +145,15 @@ build_libnl() {
 
 build_curl() {
 	[ -e "$STAMP/curl" ] && return 0
-	fetch curl
+	fetch curl bookworm
 	log "building curl"
-	cd "$SRC/curl"
+	cd "$SRC/curl-bookworm"
+	p=$PATCHES/curl-mbedtls3-rng.patch
+	patch -p1 -R -s -f --dry-run <"$p" >/dev/null 2>&1 || run "$SRC/curl-bookworm.patch.log" patch -p1 -f <"$p"
 	# Only what nicpick uses: HTTP(S) with mbedTLS, through a proxy from the
 	# environment as every libcurl does.  No other protocol, no compression,
 	# no IDN/PSL/GSSAPI/LDAP, no default CA bundle (nicpick always names one).
-	run "$SRC/curl.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
+	run "$SRC/curl-bookworm.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
 		--with-mbedtls="$PREFIX" --without-openssl --without-gnutls --without-wolfssl \
 		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
 		--without-nghttp2 --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
@@ -142,9 +164,9 @@ build_curl() {
 		--disable-cookies --disable-alt-svc --disable-hsts --disable-doh --disable-netrc \
 		--disable-unix-sockets --disable-dateparse --disable-mime --disable-form-api \
 		--disable-versioned-symbols --enable-threaded-resolver
-	run "$SRC/curl.build.log" make -j"$JOBS" -C lib install
-	run "$SRC/curl.headers.log" make -C include install
-	run "$SRC/curl.pc.log" make install-pkgconfigDATA
+	run "$SRC/curl-bookworm.build.log" make -j"$JOBS" -C lib install
+	run "$SRC/curl-bookworm.headers.log" make -C include install
+	run "$SRC/curl-bookworm.pc.log" make install-pkgconfigDATA
 	cd - >/dev/null
 	touch "$STAMP/curl"
 }

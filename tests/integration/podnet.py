@@ -3,7 +3,8 @@ a "node" namespace whose eth0 reaches an "api" namespace holding the test
 Kubernetes API server and a cluster DNS server, and the /etc/hosts and
 /etc/resolv.conf that the kubelet writes into a pod.
 
-    api ns   eth0 10.78.0.1/24 (API server, TLS, SAN kube-api.test.internal)
+    api ns   eth0 10.78.0.1/24 (API server, TLS, SANs 10.78.0.1 and
+                               kube-api.test.internal unless told otherwise)
              eth0 10.78.0.53   (DNS: answers every query NXDOMAIN, logs names)
     node ns  eth0 10.78.0.2/24
 
@@ -68,8 +69,10 @@ class NxDns:
 
 
 class PodNet:
-    def __init__(self, factory, tmp):
-        self.factory, self.tmp = factory, tmp
+    def __init__(self, factory, tmp, sans=(API_ADDR, API_HOST)):
+        """sans: the names and addresses the API server's certificate
+        holds (besides localhost's)."""
+        self.factory, self.tmp, self.sans = factory, tmp, list(sans)
         self.server = self.dns = None
 
     def start(self):
@@ -85,7 +88,7 @@ class PodNet:
             return s
         self.dns = NxDns(C.in_netns(self.api.name, bind_dns))
         self.server = Server(state_dir=str(self.tmp / "apiserver"), listen=API_ADDR,
-                             sans=[API_ADDR, API_HOST], namespace=NAMESPACE,
+                             sans=self.sans, namespace=NAMESPACE,
                              user="system:admin", authorization="RBAC",
                              tokens={POD_TOKEN: f"system:serviceaccount:{NAMESPACE}:"
                                                 f"{C.SERVICE_ACCOUNT}"})

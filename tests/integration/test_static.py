@@ -87,15 +87,16 @@ def net(netns, tmp_path):
     n.close()
 
 
-def in_root(ns, root, *args, timeout=60):
+def in_root(ns, root, *args, timeout=60, env=None):
     """/nicpick/nicpick ARGS chrooted into root, in namespace ns, with a
-    pod's environment; the mounts vanish with `ip netns exec`'s own mount
-    namespace."""
+    pod's environment (and env); the mounts vanish with `ip netns exec`'s
+    own mount namespace."""
     script = ('mount --rbind /sys "$1/sys" && mount -t proc proc "$1/proc" && '
               'exec chroot "$@"')
     return subprocess.run(["ip", "netns", "exec", ns.name, "sh", "-c", script, "sh",
                            str(root), "/nicpick/nicpick", *args],
-                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME": podnet.POD},
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOSTNAME": podnet.POD,
+                               **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -126,6 +127,58 @@ def test_static_select_through_the_api_server_by_host_name(net, pod_root):
     assert res and "eth0" in res, res
     # The name came from /etc/hosts: nothing about it was asked of DNS.
     assert not any(podnet.API_HOST in n for n in net.dns.names), net.dns.names
+
+
+def assert_selected(p, net, root):
+    assert p.returncode == 0, p.stderr
+    env = (root / "nicpick" / "nccl.env").read_text()
+    assert "NCCL_SOCKET_IFNAME='=eth0'" in env, env
+    res = net.result_annotation()
+    assert res and "eth0" in res, res
+
+
+def test_static_select_through_the_api_server_by_ip_address(net, pod_root):
+    """A real cluster's API server is an IP address whose certificate holds
+    it as an iPAddress subjectAltName; TLS is verified against --ca-file."""
+    install_sa(net, pod_root)
+    url = f"https://{podnet.API_ADDR}:{net.port}"
+    p = in_root(net.node, pod_root, *net.select_args(server=url), "--timeout", "30")
+    assert_selected(p, net, pod_root)
+
+
+def test_static_select_in_cluster_by_service_ip(net, pod_root):
+    """In a pod: KUBERNETES_SERVICE_HOST (an IP address) and _PORT, POD_NAME
+    from the downward API, and the service account's token, CA and namespace
+    at their standard path."""
+    install_sa(net, pod_root)
+    p = in_root(net.node, pod_root, "select", "--peers", "k8s", "--smoke", "off",
+                "--out-dir", "/nicpick", "--expect", "1", "--timeout", "30",
+                env={"POD_NAME": podnet.POD, "KUBERNETES_SERVICE_HOST": podnet.API_ADDR,
+                     "KUBERNETES_SERVICE_PORT": str(net.port)})
+    assert_selected(p, net, pod_root)
+
+
+@pytest.fixture
+def net_name_only(netns, tmp_path):
+    """The API server with a certificate for its host name, not its address."""
+    n = podnet.PodNet(netns, tmp_path, sans=[podnet.API_HOST]).start()
+    yield n
+    n.close()
+
+
+def test_static_ip_address_not_in_the_certificate_fails_with_exit_5(net_name_only, pod_root):
+    net = net_name_only
+    install_sa(net, pod_root)
+    url = f"https://{podnet.API_ADDR}:{net.port}"
+    p = in_root(net.node, pod_root, *net.select_args(server=url), "--timeout", "10")
+    assert p.returncode == 5, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "nicpick: error:" in last and "BADCERT_CN_MISMATCH" in last, p.stderr
+    assert net.result_annotation() is None
+    assert not (pod_root / "nicpick" / "nccl.env").exists()
+    # The same server and CA by the name the certificate holds: accepted.
+    p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "30")
+    assert_selected(p, net, pod_root)
 
 
 def test_static_verifies_tls_against_the_ca_file(net, pod_root, tmp_path):
