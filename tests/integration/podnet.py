@@ -7,6 +7,7 @@ Kubernetes API server and a cluster DNS server, and the /etc/hosts and
                                kube-api.test.internal unless told otherwise)
              eth0 10.78.0.53   (DNS: answers every query NXDOMAIN, logs names)
     node ns  eth0 10.78.0.2/24
+    (PodNet(ipv6=True): api eth0 also fd78::1/64, node eth0 fd78::2/64)
 
 The API server's name is in the pod's /etc/hosts (as hostAliases puts it);
 any other name goes to the DNS server through resolv.conf's search path."""
@@ -20,6 +21,8 @@ import netns as netns_mod
 API_ADDR = "10.78.0.1"
 DNS_ADDR = "10.78.0.53"
 NODE_ADDR = "10.78.0.2"
+API_ADDR6 = "fd78::1"   # PodNet(ipv6=True): an IPv6 service address too
+NODE_ADDR6 = "fd78::2"
 API_HOST = "kube-api.test.internal"
 NAMESPACE = "train"
 POD = "job-0"
@@ -69,10 +72,11 @@ class NxDns:
 
 
 class PodNet:
-    def __init__(self, factory, tmp, sans=(API_ADDR, API_HOST)):
+    def __init__(self, factory, tmp, sans=(API_ADDR, API_HOST), ipv6=False):
         """sans: the names and addresses the API server's certificate
-        holds (besides localhost's)."""
-        self.factory, self.tmp, self.sans = factory, tmp, list(sans)
+        holds (besides localhost's); ipv6: eth0 gets API_ADDR6/NODE_ADDR6 as
+        well, and the API server listens on both addresses."""
+        self.factory, self.tmp, self.sans, self.ipv6 = factory, tmp, list(sans), ipv6
         self.server = self.dns = None
 
     def start(self):
@@ -81,13 +85,17 @@ class PodNet:
         self.node = self.factory.new("node")
         netns_mod.veth(self.api, "eth0", self.node, "eth0", f"{API_ADDR}/24", f"{NODE_ADDR}/24")
         self.api.addr("eth0", f"{DNS_ADDR}/24")
+        if self.ipv6:
+            self.api.addr("eth0", f"{API_ADDR6}/64", nodad=True)
+            self.node.addr("eth0", f"{NODE_ADDR6}/64", nodad=True)
 
         def bind_dns():
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s.bind((DNS_ADDR, 53))
             return s
         self.dns = NxDns(C.in_netns(self.api.name, bind_dns))
-        self.server = Server(state_dir=str(self.tmp / "apiserver"), listen=API_ADDR,
+        self.server = Server(state_dir=str(self.tmp / "apiserver"),
+                             listen="::" if self.ipv6 else API_ADDR,
                              sans=self.sans, namespace=NAMESPACE,
                              user="system:admin", authorization="RBAC",
                              tokens={POD_TOKEN: f"system:serviceaccount:{NAMESPACE}:"

@@ -159,6 +159,24 @@ def test_static_select_in_cluster_by_service_ip(net, pod_root):
 
 
 @pytest.fixture
+def net6(netns, tmp_path):
+    """The pod network with IPv6 addresses too, the certificate naming both."""
+    n = podnet.PodNet(netns, tmp_path, sans=[podnet.API_ADDR, podnet.API_ADDR6, podnet.API_HOST],
+                      ipv6=True).start()
+    yield n
+    n.close()
+
+
+def test_static_select_in_cluster_by_ipv6_service_ip(net6, pod_root):
+    install_sa(net6, pod_root)
+    p = in_root(net6.node, pod_root, "select", "--peers", "k8s", "--smoke", "off",
+                "--out-dir", "/nicpick", "--expect", "1", "--timeout", "30",
+                env={"POD_NAME": podnet.POD, "KUBERNETES_SERVICE_HOST": podnet.API_ADDR6,
+                     "KUBERNETES_SERVICE_PORT": str(net6.port)})
+    assert_selected(p, net6, pod_root)
+
+
+@pytest.fixture
 def net_name_only(netns, tmp_path):
     """The API server with a certificate for its host name, not its address."""
     n = podnet.PodNet(netns, tmp_path, sans=[podnet.API_HOST]).start()
