@@ -131,9 +131,11 @@ ip netns exec "$A" "$TC" qdisc del dev va root; ip netns exec "$B" "$TC" qdisc d
 
 # -- missing: pod 1 dies at its smoke step, right after the agreement
 seed job-miss
-cat >"$OUT/die-companion" <<'SH'
+# the real companion answers `info` (before the report); `run` kills nicpick
+cat >"$OUT/die-companion" <<SH
 #!/bin/sh
-kill -9 $PPID
+[ "\$1" = run ] && { kill -9 \$PPID; exit 1; }
+exec "$(dirname "$NICPICK")/nicpick-smoke" "\$@"
 SH
 chmod +x "$OUT/die-companion"
 t0=$(date +%s)
