@@ -2,8 +2,8 @@
  * (lib/smoke/spawn.c); it prints one result message on standard output and
  * nothing else there.
  *
- *   nicpick-smoke info [--gpu N]
- *   nicpick-smoke run --rank R --world N --bytes B --timeout-ms T [--gpu N]
+ *   nicpick-smoke info [--gpu N] [--parent PID]
+ *   nicpick-smoke run --rank R --world N --bytes B --timeout-ms T [--gpu N] [--parent PID]
  *
  * NCCL_COMM_ID and the NCCL variables come from the environment.
  * Exit: 0 passed, 6 failed (the message says why), 2 usage. */
@@ -71,7 +71,8 @@ static int emit(struct smoke_result *r, const np_error *err)
 int main(int argc, char **argv)
 {
 	/* Die with nicpick: a companion whose nicpick was killed must not
-	 * keep a GPU, or rank 0's bootstrap port, for the next attempt. */
+	 * keep a GPU, or rank 0's bootstrap port, for the next attempt.
+	 * --parent closes the race of a nicpick that died before this line. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (argc < 2)
 		return usage("expected 'info' or 'run'");
@@ -82,9 +83,10 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "rank", required_argument, NULL, 'r' },   { "world", required_argument, NULL, 'w' },
 		{ "bytes", required_argument, NULL, 'b' },  { "gpu", required_argument, NULL, 'g' },
-		{ "timeout-ms", required_argument, NULL, 't' }, { NULL, 0, NULL, 0 },
+		{ "timeout-ms", required_argument, NULL, 't' }, { "parent", required_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
 	};
-	long long rank = -1, world = 0, bytes = SMOKE_DEFAULT_BYTES, gpu = 0, timeout_ms = 0;
+	long long rank = -1, world = 0, bytes = SMOKE_DEFAULT_BYTES, gpu = 0, timeout_ms = 0, parent = 0;
 	int c;
 	opterr = 0;
 	optind = 2;
@@ -106,6 +108,9 @@ int main(int argc, char **argv)
 		case 't':
 			bad = num(optarg, 1, 86400000, &timeout_ms);
 			break;
+		case 'p':
+			bad = num(optarg, 1, 1LL << 30, &parent);
+			break;
 		default:
 			return usage("unknown option");
 		}
@@ -114,6 +119,8 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage("unexpected argument");
+	if (parent && getppid() != (pid_t)parent)
+		return NP_ESMOKE; /* nicpick is gone: nobody reads the result */
 	if (run && (rank < 0 || world < 1 || rank >= world || timeout_ms <= 0))
 		return usage("run needs --rank R --world N (R < N) and --timeout-ms");
 

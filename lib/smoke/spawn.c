@@ -132,7 +132,8 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 	if (left <= 0)
 		return np_error_set(err, NP_ESMOKE, ETIMEDOUT,
 				    "no time left for the smoke test (raise --timeout)");
-	char a_rank[16], a_world[16], a_bytes[32], a_gpu[16], a_ms[32];
+	char a_rank[16], a_world[16], a_bytes[32], a_gpu[16], a_ms[32], a_parent[16];
+	snprintf(a_parent, sizeof(a_parent), "%d", (int)getpid());
 	snprintf(a_rank, sizeof(a_rank), "%d", o->rank);
 	snprintf(a_world, sizeof(a_world), "%d", o->world);
 	snprintf(a_bytes, sizeof(a_bytes), "%ld", o->max_bytes);
@@ -140,8 +141,10 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 	snprintf(a_ms, sizeof(a_ms), "%lld", (long long)left);
 	char *argv_run[] = { (char *)COMPANION, (char *)"run", (char *)"--rank", a_rank,
 			     (char *)"--world", a_world, (char *)"--bytes", a_bytes,
-			     (char *)"--gpu", a_gpu, (char *)"--timeout-ms", a_ms, NULL };
-	char *argv_info[] = { (char *)COMPANION, (char *)"info", (char *)"--gpu", a_gpu, NULL };
+			     (char *)"--gpu", a_gpu, (char *)"--timeout-ms", a_ms, (char *)"--parent",
+			     a_parent, NULL };
+	char *argv_info[] = { (char *)COMPANION, (char *)"info", (char *)"--gpu", a_gpu,
+			      (char *)"--parent", a_parent, NULL };
 
 	char **env = build_env(o, err);
 	if (!env)
