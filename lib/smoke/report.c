@@ -109,12 +109,20 @@ void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len)
 	const char *dev = s->log.n_socket ? s->log.socket[0].name
 			  : s->log.n_ib  ? s->log.ib[0].name
 					 : s->ifname;
-	char sz[32];
+	char sz[32], cd[16], cr[16], per[160] = "";
 	smoke_size_text(z ? z->bytes : 0, sz, sizeof(sz));
+	smoke_cuda_version_text(r->cuda_driver, cd, sizeof(cd));
+	smoke_cuda_version_text(r->cuda_runtime, cr, sizeof(cr));
+	/* busbw at every size, smallest first: "0.21, 1.37, 1.73" */
+	for (size_t i = 0; i < r->n_sizes; i++) {
+		size_t off = strlen(per);
+		snprintf(per + off, sizeof(per) - off, "%s%.2f", i ? ", " : "", r->sizes[i].busbw_gbps);
+	}
 	snprintf(buf, len,
-		 "smoke all-reduce passed: %d pods, exact sums, busbw %.2f GB/s at %s, NCCL %s on %s (%s), verdict in %.1f s",
-		 r->world, z ? z->busbw_gbps : 0.0, sz, nv, dev,
-		 s->log.network[0] ? s->log.network : "Socket", s->verdict_ms / 1000.0);
+		 "smoke all-reduce passed: %d pods, exact sums, busbw %.2f GB/s at %s (by size: %s GB/s), NCCL %s from %s on %s (%s), CUDA driver %s runtime %s, %s, verdict in %.1f s",
+		 r->world, z ? z->busbw_gbps : 0.0, sz, per, nv, r->nccl_path, dev,
+		 s->log.network[0] ? s->log.network : "Socket", cd, cr, r->gpu[0] ? r->gpu : "GPU ?",
+		 s->verdict_ms / 1000.0);
 }
 
 /* ---- reading a finished out-dir ---- */
