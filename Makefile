@@ -148,7 +148,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libnicpick.a
 run: deps
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/nicpick discover
-	$(BUILD)/nicpick select --peers none --smoke off --out-dir $(BUILD)/run-out; \
+	$(BUILD)/nicpick select --peers none --smoke auto --out-dir $(BUILD)/run-out; \
 	  rc=$$?; echo "nicpick select exited $$rc"; \
 	  if [ -f $(BUILD)/run-out/nccl.env ]; then echo "--- $(BUILD)/run-out/nccl.env"; cat $(BUILD)/run-out/nccl.env; fi; \
 	  exit $$rc
