@@ -72,6 +72,7 @@ struct exchange_result {
 	int rank;
 	int world;
 	char root_addr[AGREE_ADDR_TEXT_MAX];
+	char root_pod[AGREE_NAME_MAX]; /* the gatherer, rank 0 */
 	long min_mbps; /* the rail's worst-case speed */
 	/* Job-wide (agree_versions_compare): pods whose versions differ from
 	 * the majority, and pods where the smoke test cannot run; "" none. */

@@ -295,6 +295,7 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	res->rank = p->rank;
 	res->world = p->world;
 	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
+	snprintf(res->root_pod, sizeof(res->root_pod), "%s", a->leader_pod);
 	res->min_mbps = p->min_mbps;
 	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
 	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);

@@ -329,6 +329,7 @@ static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_
 	res->rank = p->rank;
 	res->world = p->world;
 	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
+	snprintf(res->root_pod, sizeof(res->root_pod), "%s", x->name);
 	res->min_mbps = p->min_mbps;
 	exchange_text_copy(res->versions, sizeof(res->versions), x->g->versions.warning);
 	exchange_text_copy(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable);

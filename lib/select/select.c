@@ -267,7 +267,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.world = r->agreed ? r->ex.world : 1,
 		.root_addr = r->agreed ? r->ex.root_addr
 				       : (v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1"),
-		.root_pod = "",
+		.root_pod = r->agreed ? r->ex.root_pod : "",
 		.ifname = n->name,
 		.ib_hca = c.ib_hca,
 		.min_mbps = r->agreed ? r->ex.min_mbps : n->eff_speed_mbps,

@@ -443,3 +443,16 @@ def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
                             "-Ilib", "-I" + incs[-1], "-c", src, "-o", str(tmp_path / "x.o")],
                            cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, f"{src} against {incs[-1]}:\n{p.stderr}"
+
+
+def test_job_init_timeout_names_the_bootstrap_pod(make_cluster, gpu_env, monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKEGPU_MODE", "hang-init")
+    c = make_cluster(n_nodes=2)
+    run_job(c, "--expect", "2", "--smoke", "required", "--smoke-bytes", "64K",
+            "--smoke-timeout", "3", "--timeout", "60")
+    assert_all_exit(c, 6)
+    for p in c.pods:
+        assert "failed in init" in p.stderr_text, diag(c)
+        assert "rank 0 (job-w-0) hosts the bootstrap at" in p.stderr_text, p.stderr_text
