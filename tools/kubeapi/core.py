@@ -12,6 +12,7 @@ import socket
 import ssl
 import threading
 import time
+import uuid
 
 from .admin import AdminMixin
 from .crud import CrudMixin
@@ -130,7 +131,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         request is gone when the request is served."""
         now = now_rfc3339()
         self.create(BY_PATH[("", "events")], "kube-system", {
-            "metadata": {"name": f"kubeapi.compaction.{self.store.rv + 1}"},
+            # unique: two faults served at once must not collide (409)
+            "metadata": {"name": f"kubeapi.compaction.{uuid.uuid4().hex[:12]}"},
             "involvedObject": {"kind": "Namespace", "name": "kube-system",
                                "apiVersion": "v1"},
             "reason": "Compacted", "message": "watch history compacted", "type": "Normal",
