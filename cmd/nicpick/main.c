@@ -758,8 +758,8 @@ static int cmd_smoke(int argc, char **argv)
 		plan.min_mbps = od.min_mbps;
 	}
 	struct smoke_report rep = { 0 };
-	/* --comm-id is given whole; select_smoke() builds it from an address. */
-	char addr[80] = "";
+	/* NCCL_COMM_ID is used as given (NCCL parses it); checked here only so
+	 * that a malformed one is a usage error, not an NCCL failure. */
 	const char *cid = standalone ? cli.comm_id : od.comm_id;
 	const char *colon = strrchr(cid, ':');
 	if (!colon || colon == cid || !colon[1])
@@ -767,13 +767,7 @@ static int cmd_smoke(int argc, char **argv)
 	long port;
 	if (parse_long(colon + 1, 1, 65535, &port) < 0)
 		return usage_error("--comm-id '%s': the port must be 1 to 65535", cid);
-	snprintf(addr, sizeof(addr), "%.*s", (int)(colon - cid), cid);
-	if (addr[0] == '[' && addr[strlen(addr) - 1] == ']') {
-		memmove(addr, addr + 1, strlen(addr));
-		addr[strlen(addr) - 1] = '\0';
-	}
-	plan.root_addr = addr;
-	o->smoke_port = (int)port;
+	plan.comm_id = cid;
 	rc = select_smoke(o, &plan, &env, &rep, &err);
 	if (cli.json) {
 		json_t *j = smoke_report_to_json(&rep);

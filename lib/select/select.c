@@ -262,11 +262,13 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 
 	/* The smoke all-reduce, after every pod's probe passed and before
 	 * anything is written: a failure leaves no outputs. */
+	char comm_id[80];
+	select_comm_id(r->agreed ? r->ex.root_addr : (v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1"),
+		       o->smoke_port, comm_id, sizeof(comm_id));
 	struct select_smoke_plan plan = {
 		.rank = r->agreed ? r->ex.rank : 0,
 		.world = r->agreed ? r->ex.world : 1,
-		.root_addr = r->agreed ? r->ex.root_addr
-				       : (v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1"),
+		.comm_id = comm_id,
 		.root_pod = r->agreed ? r->ex.root_pod : "",
 		.ifname = n->name,
 		.ib_hca = c.ib_hca,

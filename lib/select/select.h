@@ -55,7 +55,7 @@ struct select_result {
 /* Who this pod is in the smoke all-reduce. */
 struct select_smoke_plan {
 	int rank, world;
-	const char *root_addr; /* rank 0's agreed address */
+	const char *comm_id;   /* NCCL_COMM_ID: rank 0's agreed address and port */
 	const char *root_pod;  /* rank 0's pod, "" unknown */
 	const char *ifname;    /* this pod's agreed interface */
 	const char *ib_hca;    /* NCCL_IB_HCA without '=', or NULL */

@@ -148,7 +148,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	rep->suspect = -1;
 	rep->rank = p->rank;
 	rep->world = p->world;
-	select_comm_id(p->root_addr, o->smoke_port, rep->comm_id, sizeof(rep->comm_id));
+	snprintf(rep->comm_id, sizeof(rep->comm_id), "%s", p->comm_id);
 	snprintf(rep->ifname, sizeof(rep->ifname), "%s", p->ifname ? p->ifname : "");
 	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
 	if (strcmp(o->smoke_mode, "off") == 0)
@@ -269,9 +269,8 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		if (p->world > 1 && rep->ran && rep->result.phase == SMOKE_PHASE_INIT)
 			snprintf(rep->reason + strlen(rep->reason),
 				 sizeof(rep->reason) - strlen(rep->reason),
-				 "; rank 0 (%s) hosts the bootstrap at %s: a pod that never started its smoke test, or a port %d that is blocked or taken, stops every rank here",
-				 p->root_pod[0] ? p->root_pod : "the gatherer", rep->comm_id,
-				 o->smoke_port);
+				 "; rank 0 (%s) hosts the bootstrap at %s: a pod that never started its smoke test, or that port blocked or taken, stops every rank here",
+				 p->root_pod[0] ? p->root_pod : "the gatherer", rep->comm_id);
 		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
 	}
 	rep->status = SMOKE_PASSED;
