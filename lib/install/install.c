@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "install/install.h"
+#include "util/atomic.h"
 #include "util/cleanup.h"
 
 #define INSTALL_MODE 0755
@@ -19,15 +20,6 @@ struct copy {
 	const char *name;
 	char tmp[PATH_MAX]; /* "" once renamed or removed */
 };
-
-static int join(char *buf, size_t size, const char *dir, const char *name)
-{
-	size_t dlen = strlen(dir);
-	while (dlen > 1 && dir[dlen - 1] == '/')
-		dlen--;
-	int n = snprintf(buf, size, "%.*s%s%s", (int)dlen, dir, dir[dlen - 1] == '/' ? "" : "/", name);
-	return n < 0 || (size_t)n >= size ? -1 : 0;
-}
 
 static int copy_fd(int in, int out)
 {
@@ -50,12 +42,18 @@ static int copy_fd(int in, int out)
 	}
 }
 
+static int fill_copy(int fd, void *ud)
+{
+	return copy_fd(*(const int *)ud, fd);
+}
+
 /* c->src into a temporary DIR/.NAME.XXXXXX, 0755, fsync'ed and closed. */
 static int write_temp(const char *dir, struct copy *c, np_error *err)
 {
 	char base[NAME_MAX], dst[PATH_MAX];
 	snprintf(base, sizeof(base), ".%s.XXXXXX", c->name);
-	if (join(dst, sizeof(dst), dir, c->name) < 0 || join(c->tmp, sizeof(c->tmp), dir, base) < 0) {
+	if (np_path_join(dst, sizeof(dst), dir, c->name) < 0 ||
+	    np_path_join(c->tmp, sizeof(c->tmp), dir, base) < 0) {
 		c->tmp[0] = '\0';
 		return np_error_set(err, NP_EUSAGE, ENAMETOOLONG, "cannot install into %s", dir);
 	}
@@ -64,31 +62,8 @@ static int write_temp(const char *dir, struct copy *c, np_error *err)
 		c->tmp[0] = '\0';
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot read %s", c->src);
 	}
-	int fd = mkostemp(c->tmp, O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		c->tmp[0] = '\0';
-		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", dst);
-	}
-	int e = 0;
-	if (fchmod(fd, INSTALL_MODE) < 0 || copy_fd(in, fd) < 0 || fsync(fd) < 0)
-		e = errno;
-	if (close(fd) < 0 && !e)
-		e = errno;
-	if (e) {
-		unlink(c->tmp);
-		c->tmp[0] = '\0';
-		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", dst);
-	}
-	return 0;
-}
-
-static int fsync_dir(const char *dir, np_error *err)
-{
-	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		return np_error_set(err, NP_EINTERNAL, errno, "cannot sync directory %s", dir);
-	return 0;
+	return np_temp_file(dir, c->name, INSTALL_MODE, fill_copy, &in, dst, c->tmp, sizeof(c->tmp),
+			    err);
 }
 
 int install_self(const char *self, const char *dir, struct install_result *out, np_error *err)
@@ -119,7 +94,7 @@ int install_self(const char *self, const char *dir, struct install_result *out, 
 			goto fail;
 	for (i = 0; i < n; i++) {
 		char *dst = out->paths[i];
-		join(dst, sizeof(out->paths[i]), dir, copies[i].name); /* fits: write_temp checked */
+		np_path_join(dst, sizeof(out->paths[i]), dir, copies[i].name); /* fits: write_temp checked */
 		if (lstat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
 			np_error_set(err, NP_EINTERNAL, EISDIR, "cannot write %s", dst);
 			goto fail;
@@ -133,7 +108,7 @@ int install_self(const char *self, const char *dir, struct install_result *out, 
 		copies[i].tmp[0] = '\0';
 	}
 	out->n = n;
-	return fsync_dir(dir, err);
+	return np_fsync_dir(dir, err);
 fail:
 	for (i = 0; i < n; i++)
 		if (copies[i].tmp[0])

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "outputs/outputs.h"
+#include "util/atomic.h"
 #include "util/cleanup.h"
 #include "util/testhook.h"
 
@@ -28,11 +29,7 @@ struct out_file {
 
 static int join(char *buf, size_t size, const char *dir, const char *name, np_error *err)
 {
-	size_t dlen = strlen(dir);
-	while (dlen > 1 && dir[dlen - 1] == '/')
-		dlen--;
-	int n = snprintf(buf, size, "%.*s%s%s", (int)dlen, dir, dir[dlen - 1] == '/' ? "" : "/", name);
-	if (n < 0 || (size_t)n >= size)
+	if (np_path_join(buf, size, dir, name) < 0)
 		return np_error_set(err, NP_EINTERNAL, ENAMETOOLONG, "cannot write %s/%s", dir, name);
 	return 0;
 }
@@ -69,20 +66,6 @@ static int mkdir_p(const char *dir, np_error *err)
 	return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t w = write(fd, data, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		data += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 static void remove_temp(struct out_file *f)
 {
 	if (f->tmp[0])
@@ -90,41 +73,20 @@ static void remove_temp(struct out_file *f)
 	f->tmp[0] = '\0';
 }
 
-/* Write f->data to a mkstemp temporary DIR/.NAME.*, mode 0644, fsync'ed and closed. */
-static int write_temp(const char *dir, struct out_file *f, np_error *err)
+static int fill_data(int fd, void *ud)
 {
-	char base[NAME_MAX];
-	snprintf(base, sizeof(base), ".%s.XXXXXX", f->name);
-	if (join(f->path, sizeof(f->path), dir, f->name, err) < 0 ||
-	    join(f->tmp, sizeof(f->tmp), dir, base, err) < 0) {
-		f->tmp[0] = '\0';
-		return -1;
-	}
-	int fd = mkostemp(f->tmp, O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		f->tmp[0] = '\0';
-		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", f->path);
-	}
-	int e = 0;
-	/* mkstemp makes 0600; the training container may run as another user. */
-	if (fchmod(fd, OUT_FILE_MODE) < 0 || write_all(fd, f->data, f->len) < 0 || fsync(fd) < 0)
-		e = errno;
-	if (close(fd) < 0 && !e)
-		e = errno;
-	if (e) {
-		remove_temp(f);
-		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", f->path);
-	}
-	return 0;
+	const struct out_file *f = ud;
+	return np_write_all(fd, f->data, f->len);
 }
 
-static int fsync_dir(const char *dir, np_error *err)
+/* Write f->data to a temporary DIR/.NAME.XXXXXX, mode 0644 (the training
+ * container may run as another user), fsync'ed and closed. */
+static int write_temp(const char *dir, struct out_file *f, np_error *err)
 {
-	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		return np_error_set(err, NP_EINTERNAL, errno, "cannot sync directory %s", dir);
-	return 0;
+	if (join(f->path, sizeof(f->path), dir, f->name, err) < 0)
+		return -1;
+	return np_temp_file(dir, f->name, OUT_FILE_MODE, fill_data, f, f->path, f->tmp,
+			    sizeof(f->tmp), err);
 }
 
 /* A run killed between writing and renaming (SIGKILL, the node going
@@ -179,7 +141,7 @@ static int write_files(const char *dir, struct out_file *files, size_t n, np_err
 		if (i == 0)
 			np_test_point("mid-outputs");
 	}
-	return fsync_dir(dir, err);
+	return np_fsync_dir(dir, err);
 fail:
 	for (i = 0; i < n; i++)
 		remove_temp(&files[i]);
