@@ -220,7 +220,7 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 		r->unavailable = SMOKE_NO_NCCL;
 		return np_error_wrap(err, "NCCL 2.14 or later is needed (non-blocking init)");
 	}
-	static const char *const cuda_names[] = {
+	const char *cuda_names[] = {
 		"cudaGetDeviceCount",	 "cudaSetDevice",	   "cudaDriverGetVersion",
 		"cudaRuntimeGetVersion", "cudaGetDeviceProperties_v2", "cudaDeviceGetPCIBusId",
 		"cudaMalloc",		 "cudaFree",		   "cudaMemcpy",
@@ -231,19 +231,14 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 			       sizeof(struct smoke_cuda_api) / sizeof(void *),
 		       "one name per CUDA slot");
 	/* CUDA 12 renamed cudaGetDeviceProperties to _v2 in its header and
-	 * kept the old symbol; earlier runtimes have only the old one. */
+	 * kept the old symbol; earlier runtimes (and 13) have only the old one. */
 	if (!dlsym(l->cudart_h, cuda_names[4]))
-		*(void **)&l->cuda.GetDeviceProperties = dlsym(l->cudart_h, "cudaGetDeviceProperties");
-	for (size_t i = 0; i < sizeof(cuda_names) / sizeof(cuda_names[0]); i++) {
-		void **slot = (void **)&l->cuda + i;
-		if (i == 4 && *slot)
-			continue;
-		*slot = dlsym(l->cudart_h, cuda_names[i]);
-		if (!*slot) {
-			r->unavailable = SMOKE_NO_CUDART;
-			return np_error_set(err, NP_ESMOKE, 0, "%s has no %s", l->cudart_path,
-					    cuda_names[i]);
-		}
+		cuda_names[4] = "cudaGetDeviceProperties";
+	size_t n_cuda = sizeof(cuda_names) / sizeof(cuda_names[0]);
+	if (load_syms(l->cudart_h, l->cudart_path, cuda_names, (void **)&l->cuda, n_cuda, n_cuda,
+		      err) < 0) {
+		r->unavailable = SMOKE_NO_CUDART;
+		return -1;
 	}
 	l->nccl.GetVersion(&r->nccl_version);
 	l->cuda.RuntimeGetVersion(&r->cuda_runtime);
