@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "smoke/smoke.h"
+#include "gpu/gpu.h"
 
 static char *slurp(const char *path, size_t *len)
 {
@@ -39,18 +40,18 @@ static void parse_file(const char *name, struct smoke_log *log)
 static void sizes_end_at_the_bound(void **state)
 {
 	long s[SMOKE_SIZES_MAX];
-	size_t n = smoke_plan_sizes(64L << 20, s);
+	size_t n = gpu_plan_sizes(64L << 20, s);
 	assert_int_equal(n, 3);
 	assert_int_equal(s[0], 1L << 20);
 	assert_int_equal(s[1], 8L << 20);
 	assert_int_equal(s[2], 64L << 20);
-	n = smoke_plan_sizes(65536, s);
+	n = gpu_plan_sizes(65536, s);
 	assert_int_equal(n, 1);
 	assert_int_equal(s[0], 65536);
-	n = smoke_plan_sizes(10, s); /* below the minimum: the minimum */
+	n = gpu_plan_sizes(10, s); /* below the minimum: the minimum */
 	assert_int_equal(n, 1);
 	assert_int_equal(s[0], SMOKE_MIN_BYTES);
-	n = smoke_plan_sizes(1L << 34, s);
+	n = gpu_plan_sizes(1L << 34, s);
 	assert_true(n <= SMOKE_SIZES_MAX);
 	assert_int_equal(s[n - 1], 1L << 34);
 }
@@ -64,20 +65,20 @@ static void expected_sums_are_exact_in_float(void **state)
 		for (size_t i = 0; i < 16; i++) {
 			float sum = 0;
 			for (int r = 0; r < worlds[w]; r++)
-				sum += smoke_input_value(r, i);
-			assert_true(sum == smoke_expected_sum(worlds[w], i));
+				sum += gpu_input_value(r, i);
+			assert_true(sum == gpu_expected_sum(worlds[w], i));
 		}
 	}
 	/* Different elements differ, so a shifted or truncated buffer is caught. */
-	assert_true(smoke_expected_sum(2, 0) != smoke_expected_sum(2, 1));
+	assert_true(gpu_expected_sum(2, 0) != gpu_expected_sum(2, 1));
 }
 
 static void busbw_factor_is_nccl_tests(void **state)
 {
-	assert_true(smoke_busbw_factor(1) == 1.0);
-	assert_true(smoke_busbw_factor(2) == 1.0);
-	assert_true(smoke_busbw_factor(4) == 1.5);
-	assert_true(smoke_busbw_factor(8) == 1.75);
+	assert_true(gpu_busbw_factor(1) == 1.0);
+	assert_true(gpu_busbw_factor(2) == 1.0);
+	assert_true(gpu_busbw_factor(4) == 1.5);
+	assert_true(gpu_busbw_factor(8) == 1.75);
 }
 
 static void versions_as_people_write_them(void **state)

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "smoke/gpu.h"
+#include "gpu/gpu.h"
 
 static char root[] = "/tmp/np-smoke-search-XXXXXX";
 
@@ -67,7 +67,7 @@ static void prefixes_come_from_venv_conda_and_path(void **state)
 	snprintf(venv, sizeof(venv), "%s/venv", root);
 	snprintf(conda, sizeof(conda), "%s/conda", root);
 	snprintf(path, sizeof(path), "%s/nopython/bin:%s/venv/bin:relative/bin", root, root);
-	size_t n = smoke_python_prefixes(path, NULL, conda, buf, 16);
+	size_t n = gpu_python_prefixes(path, NULL, conda, buf, 16);
 	assert_true(n >= 3);
 	assert_string_equal(buf[0], conda);
 	assert_string_equal(buf[1], venv); /* PATH's python3, its bin/.. */
@@ -77,7 +77,7 @@ static void prefixes_come_from_venv_conda_and_path(void **state)
 	for (size_t i = 0; i < n; i++)
 		assert_null(strstr(buf[i], "nopython")); /* no python3 there */
 	/* VIRTUAL_ENV first, no duplicates. */
-	n = smoke_python_prefixes(path, venv, NULL, buf, 16);
+	n = gpu_python_prefixes(path, venv, NULL, buf, 16);
 	assert_string_equal(buf[0], venv);
 	for (size_t i = 1; i < n; i++)
 		assert_string_not_equal(buf[i], venv);
@@ -90,11 +90,11 @@ static void wheel_libraries_are_found_newest_first(void **state)
 	snprintf(venv, sizeof(venv), "%s/venv", root);
 	snprintf(conda, sizeof(conda), "%s/conda", root);
 	const char *prefixes[] = { venv, conda, NULL };
-	size_t n = smoke_wheel_paths(prefixes, true, out, 8);
+	size_t n = gpu_wheel_paths(prefixes, true, out, 8);
 	assert_int_equal(n, 2);
 	snprintf(want, sizeof(want), "%s/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", venv);
 	assert_string_equal(out[0], want);
-	n = smoke_wheel_paths(prefixes, false, out, 8);
+	n = gpu_wheel_paths(prefixes, false, out, 8);
 	assert_int_equal(n, 2);
 	snprintf(want, sizeof(want), "%s/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13", venv);
 	assert_string_equal(out[0], want); /* the CUDA 13 wheels' layout */
@@ -102,16 +102,16 @@ static void wheel_libraries_are_found_newest_first(void **state)
 		 "%s/lib/python3.10/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", conda);
 	assert_string_equal(out[1], want);
 	const char *none[] = { "/nonexistent", NULL };
-	assert_int_equal(smoke_wheel_paths(none, true, out, 8), 0);
+	assert_int_equal(gpu_wheel_paths(none, true, out, 8), 0);
 }
 
 static void an_explicit_path_that_is_no_library_names_it(void **state)
 {
-	struct smoke_search s = { .cudart_lib = "/etc/hostname" };
-	struct smoke_libs l;
+	struct gpu_search s = { .cudart_lib = "/etc/hostname" };
+	struct gpu_libs l;
 	struct smoke_result r = { 0 };
 	np_error err = { 0 };
-	assert_int_equal(smoke_libs_load(&s, &l, &r, &err), -1);
+	assert_int_equal(gpu_libs_load(&s, &l, &r, &err), -1);
 	assert_int_equal(err.status, NP_ESMOKE);
 	assert_int_equal(r.unavailable, SMOKE_NO_CUDART);
 	assert_non_null(strstr(err.msg, "no usable CUDA runtime: /etc/hostname ("));
