@@ -94,9 +94,13 @@ $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The smoke companion: dynamically linked so that it can dlopen NCCL and
-# the CUDA runtime (lib/gpu/gpu.h and lib/smoke/smoke.h say why it is a separate program).
+# the CUDA runtime (lib/smoke/smoke.h says why it is a separate program;
+# its code is lib/gpu).  In the static build's own tree the release rule
+# below makes it, so that each target has one rule.
+ifneq ($(BUILD),$(STATIC_DIR))
 $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
 
 # `make static`: a fully static x86-64 build/static/nicpick (stripped), and
 # beside it the smoke companion as a release ships it.

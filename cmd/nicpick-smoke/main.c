@@ -18,6 +18,7 @@
 
 #include "gpu/gpu.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 #define PREFIXES_MAX 32
 
@@ -50,10 +51,7 @@ __attribute__((noreturn)) static void finish(int code)
 static int emit(struct smoke_result *r, const np_error *err)
 {
 	if (err && err->status) {
-		snprintf(r->error, sizeof(r->error), "%s", err->msg);
-		for (char *p = r->error; *p; p++)
-			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-				*p = '?';
+		np_text_clean(r->error, sizeof(r->error), err->msg, NP_TEXT_ASCII);
 	}
 	char *json = NULL;
 	np_error jerr = { 0 };

@@ -14,6 +14,7 @@
 #include "probe/probe.h"
 #include "util/clock.h"
 #include "util/testhook.h"
+#include "util/text.h"
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
 {
@@ -143,7 +144,7 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 		np_error lerr = { 0 };
 		if (probe_server_start(parts[i].addr, x->o->probe_port, &s, &lerr) < 0) {
 			t->ok = false;
-			exchange_text_copy(t->detail, sizeof(t->detail), lerr.msg);
+			np_text_clean(t->detail, sizeof(t->detail), lerr.msg, NP_TEXT_SPACE);
 			continue;
 		}
 		listening[i] = true;
@@ -181,7 +182,7 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 				snprintf(why, sizeof(why), "%s", pr.detail);
 			}
 		}
-		exchange_text_copy(t->detail, sizeof(t->detail), why);
+		np_text_clean(t->detail, sizeof(t->detail), why, NP_TEXT_SPACE);
 		ex_log(x, t->ok ? EXCHANGE_INFO : EXCHANGE_WARN, "probe %s -> %s on %s: %s%s%s", p->addr,
 		       p->next_addr[0] ? p->next_addr : "(alone)", p->ifname, t->ok ? "ok" : "FAILED",
 		       why[0] ? ": " : "", why);

@@ -14,6 +14,7 @@
 
 #include "gpu/gpu.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 #define POLL_US 200
 #define ITERS 5
@@ -29,13 +30,6 @@ static double now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static void clean_text(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-			*s = '?';
 }
 
 int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
@@ -72,11 +66,11 @@ int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
 	if (c->GetDeviceProperties((struct cudaDeviceProp *)(void *)prop, gpu) == cudaSuccess) {
 		prop[255] = '\0';
 		snprintf(r->gpu, sizeof(r->gpu), "%s", prop);
-		clean_text(r->gpu);
+		np_text_clean(r->gpu, sizeof(r->gpu), r->gpu, NP_TEXT_ASCII);
 	}
 	if (c->DeviceGetPCIBusId(r->gpu_bus, (int)sizeof(r->gpu_bus), gpu) != cudaSuccess)
 		r->gpu_bus[0] = '\0';
-	clean_text(r->gpu_bus);
+	np_text_clean(r->gpu_bus, sizeof(r->gpu_bus), r->gpu_bus, NP_TEXT_ASCII);
 	return 0;
 }
 

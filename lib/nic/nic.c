@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "util/prefix.h"
+#include "util/grow.h"
 
 static const char *const class_names[NIC_CLASS_COUNT] = {
 	[NIC_CLASS_PHYSICAL] = "physical",
@@ -86,15 +87,9 @@ void nic_list_free(struct nic_list *l)
 
 struct nic *nicp_list_add(struct nic_list *l, size_t *cap, np_error *err)
 {
-	if (l->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct nic *v = realloc(l->v, ncap * sizeof(*v));
-		if (!v) {
-			np_error_set(err, NP_EINTERNAL, ENOMEM, "interface list");
-			return NULL;
-		}
-		l->v = v;
-		*cap = ncap;
+	if (np_grow(&l->v, cap, l->n, sizeof(*l->v), 16) < 0) {
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "interface list");
+		return NULL;
 	}
 	struct nic *n = &l->v[l->n++];
 	nicp_nic_init(n);
