@@ -25,13 +25,6 @@ static void sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
 		       np_error *err)
 {
@@ -183,11 +176,11 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 	k->r->phase = SMOKE_PHASE_ALLREDUCE;
 	if (fill(k, count, err) < 0)
 		return -1;
-	double t0 = now_us();
+	double t0 = np_now_us();
 	for (int it = 0; it < ITERS; it++)
 		if (allreduce_once(k, count, what, err) < 0)
 			return -1;
-	double us = (now_us() - t0) / ITERS;
+	double us = (np_now_us() - t0) / ITERS;
 	s->iters = ITERS;
 	s->avg_us = us;
 	s->algbw_gbps = us > 0 ? (double)s->bytes / (us * 1e3) : 0;
@@ -216,7 +209,7 @@ static int ring_run(struct rank *k, long bytes, np_error *err)
 	mine = all + w; /* one float after the gathered ones */
 	double best = 0;
 	for (int it = 0; it < 3; it++) {
-		double t0 = now_us();
+		double t0 = np_now_us();
 		ncclResult_t nr = n->GroupStart();
 		if (nr == ncclSuccess)
 			nr = n->Send(k->dev, count, ncclFloat32, (me + 1) % w, k->comm, k->stream);
@@ -232,7 +225,7 @@ static int ring_run(struct rank *k, long bytes, np_error *err)
 			goto out;
 		if (wait_stream(k, "ring step", err) < 0)
 			goto out;
-		double us = now_us() - t0;
+		double us = np_now_us() - t0;
 		double gbps = us > 0 ? (double)bytes / (us * 1e3) : 0;
 		if (gbps > best)
 			best = gbps;
