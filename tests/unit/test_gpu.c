@@ -1,6 +1,8 @@
-/* Where nicpick-smoke looks for NCCL and the CUDA runtime that PyTorch
- * wheels ship: python prefixes from $VIRTUAL_ENV, $CONDA_PREFIX and PATH,
- * then site-packages/nvidia/{nccl,cuda_runtime,cu13}/lib, in order. */
+/* lib/gpu, the smoke companion's module: what one rank runs and checks
+ * (sizes, values, exact sums), and where it looks for NCCL and the CUDA
+ * runtime that PyTorch wheels ship: python prefixes from $VIRTUAL_ENV,
+ * $CONDA_PREFIX and PATH, then site-packages/nvidia/{nccl,cuda_runtime,cu13}/lib,
+ * in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -118,9 +120,56 @@ static void an_explicit_path_that_is_no_library_names_it(void **state)
 	assert_null(strstr(err.msg, "set NICPICK_CUDART_LIB")); /* it was set */
 }
 
+static void sizes_end_at_the_bound(void **state)
+{
+	long s[SMOKE_SIZES_MAX];
+	size_t n = gpu_plan_sizes(64L << 20, s);
+	assert_int_equal(n, 3);
+	assert_int_equal(s[0], 1L << 20);
+	assert_int_equal(s[1], 8L << 20);
+	assert_int_equal(s[2], 64L << 20);
+	n = gpu_plan_sizes(65536, s);
+	assert_int_equal(n, 1);
+	assert_int_equal(s[0], 65536);
+	n = gpu_plan_sizes(10, s); /* below the minimum: the minimum */
+	assert_int_equal(n, 1);
+	assert_int_equal(s[0], SMOKE_MIN_BYTES);
+	n = gpu_plan_sizes(1L << 34, s);
+	assert_true(n <= SMOKE_SIZES_MAX);
+	assert_int_equal(s[n - 1], 1L << 34);
+}
+
+static void expected_sums_are_exact_in_float(void **state)
+{
+	/* The sum over ranks of each rank's value, computed in float the way
+	 * a reduction would, equals the expected value exactly. */
+	int worlds[] = { 1, 2, 3, 7, 8, 9, 64, 1000, 100000 };
+	for (size_t w = 0; w < sizeof(worlds) / sizeof(worlds[0]); w++) {
+		for (size_t i = 0; i < 16; i++) {
+			float sum = 0;
+			for (int r = 0; r < worlds[w]; r++)
+				sum += gpu_input_value(r, i);
+			assert_true(sum == gpu_expected_sum(worlds[w], i));
+		}
+	}
+	/* Different elements differ, so a shifted or truncated buffer is caught. */
+	assert_true(gpu_expected_sum(2, 0) != gpu_expected_sum(2, 1));
+}
+
+static void busbw_factor_is_nccl_tests(void **state)
+{
+	assert_true(gpu_busbw_factor(1) == 1.0);
+	assert_true(gpu_busbw_factor(2) == 1.0);
+	assert_true(gpu_busbw_factor(4) == 1.5);
+	assert_true(gpu_busbw_factor(8) == 1.75);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sizes_end_at_the_bound),
+		cmocka_unit_test(expected_sums_are_exact_in_float),
+		cmocka_unit_test(busbw_factor_is_nccl_tests),
 		cmocka_unit_test(prefixes_come_from_venv_conda_and_path),
 		cmocka_unit_test(wheel_libraries_are_found_newest_first),
 		cmocka_unit_test(an_explicit_path_that_is_no_library_names_it),
