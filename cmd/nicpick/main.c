@@ -15,6 +15,7 @@
 #include "probe/probe.h"
 #include "util/arena.h"
 #include "util/clock.h"
+#include "select/decision.h"
 #include "select/select.h"
 #include "smoke/smoke.h"
 #include "util/err.h"
@@ -718,7 +719,7 @@ static int cmd_smoke(int argc, char **argv)
 	o->smoke_mode = "required"; /* nothing to skip to */
 	smoke_env(o);
 
-	struct smoke_outdir od;
+	struct select_decision_read od;
 	struct outputs_env env = { 0 };
 	struct select_smoke_plan plan = { .min_mbps = -1, .root_pod = "" };
 	char tmp_dir[256] = "";
@@ -745,7 +746,7 @@ static int cmd_smoke(int argc, char **argv)
 			o->out_dir = tmp_dir;
 		}
 	} else {
-		if (smoke_outdir_load(o->out_dir, &od, &err) < 0)
+		if (select_decision_load(o->out_dir, &od, &err) < 0)
 			return fail(&err);
 		for (size_t i = 0; i < od.n_vars; i++) {
 			env.vars[env.n].key = od.key[i];
@@ -770,7 +771,7 @@ static int cmd_smoke(int argc, char **argv)
 	plan.comm_id = cid;
 	rc = select_smoke(o, &plan, &env, &rep, &err);
 	if (cli.json) {
-		json_t *j = smoke_report_to_json(&rep);
+		json_t *j = select_decision_smoke_json(&rep);
 		char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 		if (text)
 			printf("%s\n", text);

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "outputs/decision.h"
+#include "select/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
 
@@ -77,28 +77,6 @@ static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char
 			break;
 		off += (size_t)w;
 	}
-}
-
-struct each_ctx {
-	const struct nic_list *l;
-	const struct policy_ranking *rk;
-	int (*fn)(json_t *obj, void *ud);
-	void *ud;
-};
-
-static int each_one(size_t i, json_t *obj, void *ud)
-{
-	struct each_ctx *c = ud;
-	if (c->rk && i < c->rk->n)
-		policy_verdict_to_json(&c->rk->v[i], &c->l->v[i], obj);
-	return c->fn(obj, c->ud);
-}
-
-int select_discover_each(const struct nic_list *l, const struct policy_ranking *rk,
-			 int (*fn)(json_t *obj, void *ud), void *ud)
-{
-	struct each_ctx c = { .l = l, .rk = rk, .fn = fn, .ud = ud };
-	return nic_list_each_json(l, each_one, &c);
 }
 
 /* Agree with the job's other pods; r->chosen becomes this pod's interface on
@@ -289,11 +267,16 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		return -1; /* select_run says why on the pod */
 
 	/* Settings in the pod's containers that would override these outputs. */
+	struct jobs_vars ours = { 0 };
+	for (size_t i = 0; i < env.n && i < JOBS_VARS_MAX; i++) {
+		ours.v[ours.n].key = env.vars[i].key;
+		ours.v[ours.n++].value = env.vars[i].value;
+	}
 	if (r->agreed && r->ex.pod &&
-	    jobs_envcheck_pod(r->ex.pod, &env, o->out_dir, o->strict_env, &r->env_warnings, err) < 0)
+	    jobs_envcheck_pod(r->ex.pod, &ours, o->out_dir, o->strict_env, &r->env_warnings, err) < 0)
 		return -1; /* select_run says why on the pod */
 
-	struct outputs_decision od = {
+	struct select_decision od = {
 		.peers_k8s = o->peers_k8s,
 		.source = o->snapshot ? "snapshot" : (o->src.sysfs_root || o->src.netlink_json) ? "replay" : "node",
 		.policy = &o->policy,
@@ -306,7 +289,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.env_warnings = &r->env_warnings,
 		.agreement = r->agreed ? &r->ex : NULL,
 	};
-	r->decision = outputs_decision_json(&od);
+	r->decision = select_decision_json(&od);
 	if (!r->decision)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build decision.json");
 	if (o->out_dir && outputs_write(o->out_dir, &env, r->decision, err) < 0)

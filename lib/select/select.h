@@ -89,10 +89,6 @@ int select_gather(const struct select_opts *o, struct select_result *r, np_error
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err);
 void select_result_free(struct select_result *r);
 
-/* `discover --json`: every interface with its verdict, one at a time (fn
- * gets each object and drops it). */
-int select_discover_each(const struct nic_list *l, const struct policy_ranking *rk,
-			 int (*fn)(json_t *obj, void *ud), void *ud);
 /* The human table: one row per interface with its verdict (malloc'd). */
 char *select_render_table(const struct nic_list *l, const struct policy_ranking *rk);
 
