@@ -344,9 +344,9 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 	np_error err = { 0 };
 	memset(cli, 0, sizeof(*cli));
 	policy_init(&cli->sel.policy);
-	cli->sel.smoke_mode = "auto";
-	cli->sel.smoke_port = SMOKE_DEFAULT_PORT;
-	cli->sel.smoke_timeout_s = 60;
+	cli->sel.smoke.mode = SELECT_SMOKE_AUTO;
+	cli->sel.smoke.port = SMOKE_DEFAULT_PORT;
+	cli->sel.smoke.timeout_s = 60;
 	cli->rank = -1;
 	cli->timeout = 300;
 	cli->sel.ex.probe_port = PROBE_DEFAULT_PORT;
@@ -379,17 +379,17 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 		case OPT_SMOKE_PORT:
 			if (parse_long(optarg, 1, 65535, &v) < 0)
 				return usage_error("--smoke-port '%s': expected 1 to 65535", optarg);
-			cli->sel.smoke_port = (int)v;
+			cli->sel.smoke.port = (int)v;
 			break;
 		case OPT_SMOKE_BYTES:
-			if (parse_bytes(optarg, SMOKE_MIN_BYTES, 1L << 34, &cli->sel.smoke_bytes) < 0)
+			if (parse_bytes(optarg, SMOKE_MIN_BYTES, 1L << 34, &cli->sel.smoke.bytes) < 0)
 				return usage_error("--smoke-bytes '%s': expected bytes (K, M, G suffixes), 4K to 16G",
 						   optarg);
 			break;
 		case OPT_SMOKE_TIMEOUT:
 			if (parse_long(optarg, 1, 86400, &v) < 0)
 				return usage_error("--smoke-timeout '%s': expected seconds, 1 to 86400", optarg);
-			cli->sel.smoke_timeout_s = (int)v;
+			cli->sel.smoke.timeout_s = (int)v;
 			break;
 		case OPT_MIN_BUSBW: {
 			char *end;
@@ -397,11 +397,11 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 			double g = strtod(optarg, &end);
 			if (errno || end == optarg || *end || !(g > 0) || g > 100000)
 				return usage_error("--min-busbw '%s': expected GB/s, e.g. 2.5", optarg);
-			cli->sel.min_busbw = g;
+			cli->sel.smoke.min_busbw = g;
 			break;
 		}
 		case OPT_NCCL_DEBUG:
-			cli->sel.nccl_debug = true;
+			cli->sel.smoke.nccl_debug = true;
 			break;
 		case OPT_RANK:
 			if (parse_long(optarg, 0, (1L << 20) - 1, &cli->rank) < 0)
@@ -513,7 +513,9 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 		case OPT_SMOKE:
 			if (strcmp(optarg, "off") && strcmp(optarg, "auto") && strcmp(optarg, "required"))
 				return usage_error("--smoke '%s': expected off, auto or required", optarg);
-			cli->sel.smoke_mode = optarg;
+			cli->sel.smoke.mode = strcmp(optarg, "off") == 0        ? SELECT_SMOKE_OFF
+					      : strcmp(optarg, "required") == 0 ? SELECT_SMOKE_REQUIRED
+										: SELECT_SMOKE_AUTO;
 			break;
 		case OPT_TIMEOUT:
 			if (parse_long(optarg, 1, 86400, &cli->timeout) < 0)
@@ -684,7 +686,7 @@ static char self_exe[4096];
 
 /* Where nicpick-smoke is and what it inherits: read here, so lib/ reads
  * no environment of its own. */
-static void smoke_env(struct select_opts *o)
+static void smoke_env(struct select_smoke_opts *o)
 {
 	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	self_exe[n > 0 ? n : 0] = '\0';
@@ -714,10 +716,9 @@ static int cmd_smoke(int argc, char **argv)
 
 	np_error err = { 0 };
 	struct select_opts *o = &cli.sel;
-	o->ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
-	o->ex.log = log_line;
-	o->smoke_mode = "required"; /* nothing to skip to */
-	smoke_env(o);
+	struct select_ctx cx = { .deadline_ms = np_now_ms() + cli.timeout * 1000, .log = log_line };
+	o->smoke.mode = SELECT_SMOKE_REQUIRED; /* nothing to skip to */
+	smoke_env(&o->smoke);
 
 	struct select_decision_read od;
 	struct outputs_env env = { 0 };
@@ -769,7 +770,7 @@ static int cmd_smoke(int argc, char **argv)
 	if (parse_long(colon + 1, 1, 65535, &port) < 0)
 		return usage_error("--comm-id '%s': the port must be 1 to 65535", cid);
 	plan.comm_id = cid;
-	rc = select_smoke(o, &plan, &env, &rep, &err);
+	rc = select_smoke(&o->smoke, &cx, o->out_dir, &plan, &env, &rep, &err);
 	if (cli.json) {
 		json_t *j = select_decision_smoke_json(&rep);
 		char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -801,9 +802,9 @@ static int cmd_select(int argc, char **argv)
 		return usage_error("%s is required", "select: --out-dir DIR");
 	np_error err = { 0 };
 	struct select_result r;
-	cli.sel.ex.deadline_ms = np_now_ms() + cli.timeout * 1000;
-	cli.sel.ex.log = log_line;
-	smoke_env(&cli.sel);
+	cli.sel.ctx.deadline_ms = np_now_ms() + cli.timeout * 1000;
+	cli.sel.ctx.log = log_line;
+	smoke_env(&cli.sel.smoke);
 	if (select_run(&cli.sel, &r, &err) < 0) {
 		emit_env_warnings(&r.env_warnings);
 		if (err.status == NP_ENOIFACE) {

@@ -91,6 +91,9 @@ static int agree(const struct select_opts *o, struct select_result *r, const str
 	}
 	struct exchange_opts xo = o->ex;
 	xo.k8s = &cfg;
+	xo.deadline_ms = o->ctx.deadline_ms;
+	xo.log = o->ctx.log;
+	xo.log_ud = o->ctx.log_ud;
 	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
 	xo.gpu = gpu && gpu->has ? gpu : NULL;
 	/* The job agrees within the same policy as each node ranks. */
@@ -125,6 +128,9 @@ static void publish(const struct select_opts *o, const struct select_result *r, 
 	np_error perr = { 0 };
 	struct exchange_opts xo = o->ex;
 	struct k8s_config cfg = { 0 };
+	xo.deadline_ms = o->ctx.deadline_ms;
+	xo.log = o->ctx.log;
+	xo.log_ud = o->ctx.log_ud;
 	if (k8s_config_load(&cfg, &o->k8s, &perr) == 0) {
 		xo.k8s = &cfg;
 		exchange_publish_result(&xo, &r->ex, ok, msg, &perr);
@@ -185,21 +191,21 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		 * the gatherer compares them and decides for the whole job
 		 * whether the smoke test can run. */
 		struct agree_gpu gpu = { 0 };
-		if (strcmp(o->smoke_mode, "off") != 0 &&
-		    (!select_smoke_info(o, &gpu, here, sizeof(here)) || (!gpu.smoke[0] && here[0])) &&
-		    o->ex.log) {
+		if (o->smoke.mode != SELECT_SMOKE_OFF &&
+		    (!select_smoke_info(&o->smoke, &o->ctx, &gpu, here, sizeof(here)) || (!gpu.smoke[0] && here[0])) &&
+		    o->ctx.log) {
 			char line[NP_ERR_MSG_MAX + 64];
 			snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", here);
-			o->ex.log(o->ex.log_ud, EXCHANGE_WARN, line);
+			o->ctx.log(o->ctx.log_ud, EXCHANGE_WARN, line);
 		}
 		if (!gpu.smoke[0])
 			here[0] = '\0';
 		if (agree(o, r, &gpu, err) < 0)
 			return -1;
-		if (r->ex.versions[0] && o->ex.log) {
+		if (r->ex.versions[0] && o->ctx.log) {
 			char line[AGREE_VERSIONS_TEXT_MAX + 64];
 			snprintf(line, sizeof(line), "the job's pods differ: %s", r->ex.versions);
-			o->ex.log(o->ex.log_ud, EXCHANGE_WARN, line);
+			o->ctx.log(o->ctx.log_ud, EXCHANGE_WARN, line);
 		}
 	} else {
 		r->chosen = (int)r->ranking.order[0];
@@ -227,7 +233,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (outputs_env_from_choice(&c, &env, err) < 0)
 		return -1;
 
-	if (o->nccl_debug && o->out_dir) {
+	if (o->smoke.nccl_debug && o->out_dir) {
 		/* Training logs as the smoke test did, into the same emptyDir. */
 		if (env.n + 2 > OUTPUTS_VARS_MAX)
 			return np_error_set(err, NP_EINTERNAL, 0, "too many output variables");
@@ -242,7 +248,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 	 * anything is written: a failure leaves no outputs. */
 	char comm_id[80];
 	select_comm_id(r->agreed ? r->ex.root_addr : (v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1"),
-		       o->smoke_port, comm_id, sizeof(comm_id));
+		       o->smoke.port, comm_id, sizeof(comm_id));
 	struct select_smoke_plan plan = {
 		.rank = r->agreed ? r->ex.rank : 0,
 		.world = r->agreed ? r->ex.world : 1,
@@ -256,11 +262,11 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.rank_name = r->agreed && r->ex.has_decision && r->ex.decision.n_rails ? rank_name : NULL,
 		.rank_ud = r,
 	};
-	int smoke_ret = select_smoke(o, &plan, &env, &r->smoke, err);
-	if (o->ex.log && r->smoke.status != SMOKE_SKIPPED) {
+	int smoke_ret = select_smoke(&o->smoke, &o->ctx, o->out_dir, &plan, &env, &r->smoke, err);
+	if (o->ctx.log && r->smoke.status != SMOKE_SKIPPED) {
 		char line[NP_ERR_MSG_MAX + 64];
 		smoke_report_summary(&r->smoke, line, sizeof(line));
-		o->ex.log(o->ex.log_ud, r->smoke.status == SMOKE_PASSED ? EXCHANGE_INFO : EXCHANGE_WARN,
+		o->ctx.log(o->ctx.log_ud, r->smoke.status == SMOKE_PASSED ? EXCHANGE_INFO : EXCHANGE_WARN,
 			  line);
 	}
 	if (smoke_ret < 0)

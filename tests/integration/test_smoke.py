@@ -294,6 +294,24 @@ def test_smoke_reads_a_finished_out_dir(nicpick, node, out_dir, gpu_env):
     assert "decision.json" in p.stderr and "was it written by nicpick select?" in p.stderr
 
 
+def test_smoke_on_a_finished_out_dir_judges_against_the_slowest_agreed_link(nicpick, node, out_dir,
+                                                                          gpu_env):
+    # select judges the all-reduce against 5% of the agreed network's slowest
+    # link (decision.json "agreement"."min_mbps"), not this pod's own link:
+    # `nicpick smoke --out-dir` must take the same threshold.
+    assert select(nicpick, node, out_dir, gpu_env, "--smoke", "off").returncode == 0
+    d = json.loads((out_dir / "decision.json").read_text())
+    own = d["choice"]["effective_speed_mbps"]
+    d["agreement"] = {"network": "10.77.0.0/24", "min_mbps": 1000}
+    (out_dir / "decision.json").write_text(json.dumps(d))
+    p = nicpick.run("smoke", "--out-dir", str(out_dir), "--smoke-bytes", "8M", "--json", ns=node,
+                    env=gpu_env)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s["min_busbw"]["why"] == "5% of the slowest agreed link, 1000 Mb/s", (own, s)
+    assert s["min_busbw"]["gbps"] == pytest.approx(1000 * 0.05 / 8 / 1000)
+
+
 @pytest.mark.parametrize("args,want", [
     (["--rank", "0"], "--rank, --world-size and --comm-id go together"),
     (["--rank", "2", "--world-size", "2", "--comm-id", "h:1"], "--rank 2 is not below --world-size 2"),
