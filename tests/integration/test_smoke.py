@@ -264,6 +264,15 @@ def test_required_passes_on_one_pod_and_records_it(nicpick, node, out_dir, gpu_e
     assert not [f for f in os.listdir(out_dir) if f.startswith(".")], "temporaries left behind"
 
 
+def test_smoke_step_makes_an_out_dir_whose_parents_are_missing(nicpick, node, tmp_path, gpu_env):
+    # The outputs make their directory like mkdir -p; so must the smoke
+    # step, which runs first and keeps its log there.
+    deep = tmp_path / "a" / "b" / "out"
+    p = select(nicpick, node, deep, gpu_env, "--smoke", "required", "--smoke-bytes", "64K")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((deep / "decision.json").read_text())["smoke"]["status"] == "passed"
+
+
 def test_failed_smoke_in_select_leaves_no_outputs(nicpick, node, out_dir, gpu_env):
     p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
                "auto", "--smoke-bytes", "64K")
