@@ -14,6 +14,7 @@
 #include "nic/nic.h"
 #include "outputs/outputs.h"
 #include "policy/policy.h"
+#include "select/decision.h"
 #include "smoke/smoke.h"
 #include "util/err.h"
 
@@ -98,6 +99,20 @@ struct select_smoke_plan {
 	void (*rank_name)(void *ud, int rank, char *buf, size_t len);
 	void *rank_ud;
 };
+
+/* `nicpick smoke` alone: the plan and the environment, from a finished
+ * out-dir (decision.json, strictly read) or from the ranks given
+ * (NCCL's settings are then the environment's own: env is empty). */
+struct select_smoke_alone {
+	struct select_smoke_plan plan;
+	struct outputs_env env;
+	struct select_decision_read decision;
+	char ifname[IFNAMSIZ + 1];
+};
+/* NP_EUSAGE for a malformed comm_id.  env_ifname: NCCL_SOCKET_IFNAME. */
+int select_smoke_alone_args(int rank, int world, const char *comm_id, const char *iface,
+			    const char *env_ifname, struct select_smoke_alone *s, np_error *err);
+int select_smoke_alone_outdir(const char *dir, struct select_smoke_alone *s, np_error *err);
 
 /* Run (or skip) the smoke all-reduce with env, its logs under out_dir
  * (made with its parents); fills rep.  0 when it
