@@ -40,8 +40,8 @@ static int set_help(struct cli *c, const char *arg)
 static const struct cli_opt common_opts[] = {
 	{ "log-format", required_argument, "--log-format text|json",
 	  "text (default), or one JSON object per line: time, level,\npod, phase, message, fields",
-	  CLI_SEC_LOG, CLI_ALL, set_log_format },
-	{ "help", no_argument, NULL, NULL, CLI_SEC_LOG, CLI_ALL, set_help },
+	  CLI_SEC_LOG, CLI_ALL, .set = set_log_format },
+	{ "help", no_argument, NULL, NULL, CLI_SEC_LOG, CLI_ALL, .set = set_help },
 	CLI_OPT_END,
 };
 
@@ -150,14 +150,17 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 
 	opterr = 0;
 	optind = 1;
-	int ch;
+	int ch, rc;
 	while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		if (ch >= 256) {
 			const struct cli_opt *o = opt_of[ch - 256];
 			if (!(o->verbs & verb->bit))
 				return cli_usage_error("--%s is an option of '%s'", o->name, home_of[ch - 256]);
-			int rc = o->set(c, optarg);
-			if (rc)
+			if (o->kind == CLI_STRING)
+				*(const char **)((char *)c + o->at) = optarg;
+			else if (o->kind == CLI_TRUE)
+				*(bool *)((char *)c + o->at) = true;
+			else if ((rc = o->set(c, optarg)) != 0)
 				return rc;
 			continue;
 		}

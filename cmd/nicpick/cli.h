@@ -48,7 +48,13 @@ struct cli_opt {
 	enum cli_section section;
 	unsigned verbs;    /* CLI_* of the verbs that take it */
 	int (*set)(struct cli *c, const char *arg); /* 0, or an exit code */
+	/* Without set: store the value (CLI_STRING) or true (CLI_TRUE) at the
+	 * field `at` of struct cli. */
+	enum { CLI_CALL, CLI_STRING, CLI_TRUE } kind;
+	size_t at;
 };
+#define CLI_STR(field) .kind = CLI_STRING, .at = offsetof(struct cli, field)
+#define CLI_FLAG(field) .kind = CLI_TRUE, .at = offsetof(struct cli, field)
 #define CLI_OPT_END { .name = NULL, .usage = NULL }
 
 struct cli_verb {

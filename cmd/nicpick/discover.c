@@ -13,14 +13,8 @@
 #include "util/arena.h"
 #include "util/jsonw.h"
 
-static int set_json(struct cli *c, const char *a)
-{
-	c->json = true;
-	return 0;
-}
-
 static const struct cli_opt opts[] = {
-	{ "json", no_argument, NULL, NULL, CLI_SEC_SELECT, CLI_DISCOVER | CLI_SMOKE, set_json },
+	{ "json", no_argument, NULL, NULL, CLI_SEC_SELECT, CLI_DISCOVER | CLI_SMOKE, CLI_FLAG(json) },
 	CLI_OPT_END,
 };
 

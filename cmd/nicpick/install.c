@@ -9,7 +9,7 @@
 static const struct cli_opt opts[] = {
 	{ NULL, 0, "DIR",
 	  "copy nicpick, and nicpick-smoke when it is beside it,\ninto the existing directory DIR (a shared volume)",
-	  CLI_SEC_INSTALL, 0, NULL },
+	  CLI_SEC_INSTALL, 0, .set = NULL },
 	CLI_OPT_END,
 };
 

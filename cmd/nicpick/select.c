@@ -11,12 +11,6 @@
 #include "smoke/smoke.h"
 #include "util/clock.h"
 
-static int set_out_dir(struct cli *c, const char *a)
-{
-	c->sel.out_dir = a;
-	return 0;
-}
-
 static int set_peers(struct cli *c, const char *a)
 {
 	if (strcmp(a, "none") != 0 && strcmp(a, "k8s") != 0)
@@ -81,12 +75,6 @@ static int set_min_busbw(struct cli *c, const char *a)
 	return 0;
 }
 
-static int set_nccl_debug(struct cli *c, const char *a)
-{
-	c->sel.smoke.nccl_debug = true;
-	return 0;
-}
-
 /* The policy's own parsers say what is wrong with a value. */
 #define POLICY_SETTER(fn, setter)                                   \
 	static int fn(struct cli *c, const char *a)                 \
@@ -106,18 +94,6 @@ static int set_expect(struct cli *c, const char *a)
 	if (cli_parse_long(a, 1, 100000, &v) < 0)
 		return cli_usage_error("--expect '%s': expected a pod count, 1 to 100000", a);
 	c->sel.ex.expect = (int)v;
-	return 0;
-}
-
-static int set_selector(struct cli *c, const char *a)
-{
-	c->sel.ex.selector = a;
-	return 0;
-}
-
-static int set_leader_selector(struct cli *c, const char *a)
-{
-	c->sel.ex.leader_selector = a;
 	return 0;
 }
 
@@ -147,70 +123,10 @@ static int set_log_interval(struct cli *c, const char *a)
 	return 0;
 }
 
-static int set_strict_env(struct cli *c, const char *a)
-{
-	c->sel.strict_env = true;
-	return 0;
-}
-
-static int set_require_same_versions(struct cli *c, const char *a)
-{
-	c->sel.ex.require_same_versions = true;
-	return 0;
-}
-
-static int set_api_server(struct cli *c, const char *a)
-{
-	c->sel.k8s.api_server = a;
-	return 0;
-}
-
-static int set_ca_file(struct cli *c, const char *a)
-{
-	c->sel.k8s.ca_file = a;
-	return 0;
-}
-
-static int set_token_file(struct cli *c, const char *a)
-{
-	c->sel.k8s.token_file = a;
-	return 0;
-}
-
-static int set_namespace(struct cli *c, const char *a)
-{
-	c->sel.k8s.namespace = a;
-	return 0;
-}
-
 static int set_pod_name(struct cli *c, const char *a)
 {
 	c->sel.k8s.pod_name = a;
 	cli_log_pod_name = a;
-	return 0;
-}
-
-static int set_insecure(struct cli *c, const char *a)
-{
-	c->sel.k8s.insecure_skip_tls_verify = true;
-	return 0;
-}
-
-static int set_snapshot(struct cli *c, const char *a)
-{
-	c->sel.snapshot = a;
-	return 0;
-}
-
-static int set_sysfs(struct cli *c, const char *a)
-{
-	c->sel.src.sysfs_root = a;
-	return 0;
-}
-
-static int set_netlink_json(struct cli *c, const char *a)
-{
-	c->sel.src.netlink_json = a;
 	return 0;
 }
 
@@ -220,85 +136,85 @@ static int set_netlink_json(struct cli *c, const char *a)
 
 static const struct cli_opt opts[] = {
 	{ "out-dir", required_argument, "--out-dir DIR",
-	  "write nccl.env, nccl.conf and decision.json into DIR", CLI_SEC_SELECT, SEL_SMOKE, set_out_dir },
+	  "write nccl.env, nccl.conf and decision.json into DIR", CLI_SEC_SELECT, SEL_SMOKE, CLI_STR(sel.out_dir) },
 	{ "peers", required_argument, "--peers k8s|none",
 	  "agree with the job's pods through the Kubernetes API,\nor decide on this node alone (default: none)",
-	  CLI_SEC_SELECT, SEL, set_peers },
+	  CLI_SEC_SELECT, SEL, .set = set_peers },
 	{ "timeout", required_argument, "--timeout SEC",
 	  "overall deadline (default 300); nicpick never waits longer", CLI_SEC_SELECT, SEL_SMOKE,
-	  set_timeout },
+	  .set = set_timeout },
 	{ "smoke", required_argument, "--smoke off|auto|required",
 	  "the NCCL smoke all-reduce over the agreed network before\n"
 	  "anything is written (default auto: run when this pod has\n"
 	  "a GPU, its driver and libnccl, else skip and say why)",
-	  CLI_SEC_SELECT, SEL, set_smoke },
+	  CLI_SEC_SELECT, SEL, .set = set_smoke },
 	{ "smoke-port", required_argument, "--smoke-port PORT",
 	  "NCCL_COMM_ID port on the gatherer's agreed address (default 29418)", CLI_SEC_SMOKE, SEL,
-	  set_smoke_port },
+	  .set = set_smoke_port },
 	{ "smoke-bytes", required_argument, "--smoke-bytes BYTES",
-	  "the largest all-reduce, e.g. 64M (default 64M)", CLI_SEC_SMOKE, SEL_SMOKE, set_smoke_bytes },
+	  "the largest all-reduce, e.g. 64M (default 64M)", CLI_SEC_SMOKE, SEL_SMOKE, .set = set_smoke_bytes },
 	{ "smoke-timeout", required_argument, "--smoke-timeout SEC",
 	  "the smoke step's own bound within --timeout (default 60)", CLI_SEC_SMOKE, SEL_SMOKE,
-	  set_smoke_timeout },
+	  .set = set_smoke_timeout },
 	{ "min-busbw", required_argument, "--min-busbw GBPS",
 	  "slower is a failure (default: 5% of the slowest agreed link)", CLI_SEC_SMOKE, SEL_SMOKE,
-	  set_min_busbw },
+	  .set = set_min_busbw },
 	{ "nccl-debug", no_argument, "--nccl-debug",
 	  "keep NCCL's log in DIR/nccl-debug and make training log there too", CLI_SEC_SMOKE, SEL_SMOKE,
-	  set_nccl_debug },
+	  CLI_FLAG(sel.smoke.nccl_debug) },
 	{ "include", required_argument, "--include LIST",
 	  "NCCL list syntax: eth,ens (prefixes), =eth1 (exact), ^docker (exclude)", CLI_SEC_POLICY,
-	  SEL_DISC, set_include },
+	  SEL_DISC, .set = set_include },
 	{ "exclude", required_argument, "--exclude LIST",
 	  "interface names or prefixes to refuse (=name for exact)", CLI_SEC_POLICY, SEL_DISC,
-	  set_exclude },
+	  .set = set_exclude },
 	{ "cidr", required_argument, "--cidr CIDR", "only addresses inside CIDR", CLI_SEC_POLICY,
-	  SEL_DISC, set_cidr },
+	  SEL_DISC, .set = set_cidr },
 	{ "family", required_argument, "--family inet|inet6", "only this address family",
-	  CLI_SEC_POLICY, SEL_DISC, set_family },
+	  CLI_SEC_POLICY, SEL_DISC, .set = set_family },
 	{ "min-speed", required_argument, "--min-speed MBPS",
-	  "refuse slower links and links of unknown speed", CLI_SEC_POLICY, SEL_DISC, set_min_speed },
+	  "refuse slower links and links of unknown speed", CLI_SEC_POLICY, SEL_DISC, .set = set_min_speed },
 	{ "expect", required_argument, "--expect N",
 	  "pods in the job (env NICPICK_EXPECT; default: the Job's completions)", CLI_SEC_AGREE, SEL,
-	  set_expect },
+	  .set = set_expect },
 	{ "selector", required_argument, "--selector SEL",
 	  "label selector of the job's pods (default: from this pod's labels)", CLI_SEC_AGREE, SEL,
-	  set_selector },
+	  CLI_STR(sel.ex.selector) },
 	{ "leader-selector", required_argument, "--leader-selector SEL",
 	  "the pod that gathers the reports (default: the job's index 0)", CLI_SEC_AGREE, SEL,
-	  set_leader_selector },
+	  CLI_STR(sel.ex.leader_selector) },
 	{ "probe-port", required_argument, "--probe-port PORT",
-	  "TCP port of the ring probe (default 29417)", CLI_SEC_AGREE, SEL, set_probe_port },
+	  "TCP port of the ring probe (default 29417)", CLI_SEC_AGREE, SEL, .set = set_probe_port },
 	{ "probe-throughput", optional_argument, "--probe-throughput[=BYTES]",
 	  "measure throughput to rank networks of equal speed (default 16 MiB)", CLI_SEC_AGREE, SEL,
-	  set_probe_throughput },
+	  .set = set_probe_throughput },
 	{ "log-interval", required_argument, "--log-interval SEC",
-	  "progress lines while waiting (default 5)", CLI_SEC_AGREE, SEL, set_log_interval },
+	  "progress lines while waiting (default 5)", CLI_SEC_AGREE, SEL, .set = set_log_interval },
 	{ "strict-env", no_argument, "--strict-env",
 	  "fail (exit 2) when a container of this pod sets NCCL_SOCKET_IFNAME,\n"
 	  "NCCL_IB_HCA, GLOO_SOCKET_IFNAME, NCCL_CONF_FILE or NCCL_SOCKET_FAMILY\n"
 	  "to a value that overrides the outputs (default: a warning)",
-	  CLI_SEC_AGREE, SEL, set_strict_env },
+	  CLI_SEC_AGREE, SEL, CLI_FLAG(sel.strict_env) },
 	{ "require-same-versions", no_argument, "--require-same-versions",
 	  "fail (exit 6) before the smoke test when the pods' NCCL, CUDA\n"
 	  "driver or runtime, or GPU model differ (default: a warning)",
-	  CLI_SEC_AGREE, SEL, set_require_same_versions },
+	  CLI_SEC_AGREE, SEL, CLI_FLAG(sel.ex.require_same_versions) },
 	{ NULL, 0, "--api-server URL --ca-file F --token-file F --namespace NS --pod-name NAME",
-	  "outside a cluster (default: in-cluster config, POD_NAME)", CLI_SEC_AGREE, SEL, NULL },
-	{ "api-server", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, set_api_server },
-	{ "ca-file", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, set_ca_file },
-	{ "token-file", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, set_token_file },
-	{ "namespace", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, set_namespace },
-	{ "pod-name", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, set_pod_name },
+	  "outside a cluster (default: in-cluster config, POD_NAME)", CLI_SEC_AGREE, SEL, .set = NULL },
+	{ "api-server", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, CLI_STR(sel.k8s.api_server) },
+	{ "ca-file", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, CLI_STR(sel.k8s.ca_file) },
+	{ "token-file", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, CLI_STR(sel.k8s.token_file) },
+	{ "namespace", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, CLI_STR(sel.k8s.namespace) },
+	{ "pod-name", required_argument, NULL, NULL, CLI_SEC_AGREE, SEL, .set = set_pod_name },
 	{ "insecure-skip-tls-verify", no_argument, "--insecure-skip-tls-verify",
-	  "labs only: do not verify the API server's certificate", CLI_SEC_AGREE, SEL, set_insecure },
+	  "labs only: do not verify the API server's certificate", CLI_SEC_AGREE, SEL, CLI_FLAG(sel.k8s.insecure_skip_tls_verify) },
 	{ "snapshot", required_argument, "--snapshot FILE",
-	  "decide from a saved `nicpick discover --json`", CLI_SEC_SOURCES, SEL_DISC, set_snapshot },
+	  "decide from a saved `nicpick discover --json`", CLI_SEC_SOURCES, SEL_DISC, CLI_STR(sel.snapshot) },
 	{ "sysfs", required_argument, "--sysfs DIR", "read sysfs from DIR instead of /sys",
-	  CLI_SEC_SOURCES, SEL_DISC, set_sysfs },
+	  CLI_SEC_SOURCES, SEL_DISC, CLI_STR(sel.src.sysfs_root) },
 	{ "netlink-json", required_argument, "--netlink-json FILE",
 	  "read links and addresses from FILE (`ip -d -j addr show`)\ninstead of netlink",
-	  CLI_SEC_SOURCES, SEL_DISC, set_netlink_json },
+	  CLI_SEC_SOURCES, SEL_DISC, CLI_STR(sel.src.netlink_json) },
 	CLI_OPT_END,
 };
 

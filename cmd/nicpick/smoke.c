@@ -25,27 +25,15 @@ static int set_world_size(struct cli *c, const char *a)
 	return 0;
 }
 
-static int set_comm_id(struct cli *c, const char *a)
-{
-	c->comm_id = a;
-	return 0;
-}
-
-static int set_interface(struct cli *c, const char *a)
-{
-	c->interface = a;
-	return 0;
-}
-
 static const struct cli_opt opts[] = {
 	{ NULL, 0, "--rank R --world-size N --comm-id ADDR:PORT [--interface IF]",
 	  "smoke outside Kubernetes: NCCL_COMM_ID semantics, rank 0\n"
 	  "hosts the bootstrap; NCCL settings from the environment",
-	  CLI_SEC_SMOKE, CLI_SMOKE, NULL },
-	{ "rank", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, set_rank },
-	{ "world-size", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, set_world_size },
-	{ "comm-id", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, set_comm_id },
-	{ "interface", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, set_interface },
+	  CLI_SEC_SMOKE, CLI_SMOKE, .set = NULL },
+	{ "rank", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, .set = set_rank },
+	{ "world-size", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, .set = set_world_size },
+	{ "comm-id", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, CLI_STR(comm_id) },
+	{ "interface", required_argument, NULL, NULL, CLI_SEC_SMOKE, CLI_SMOKE, CLI_STR(interface) },
 	CLI_OPT_END,
 };
 
