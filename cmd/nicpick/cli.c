@@ -192,6 +192,22 @@ int cli_parse_long(const char *s, long min, long max, long *out)
 	return 0;
 }
 
+int cli_long(const char *name, const char *a, long min, long max, const char *expect, long *dst)
+{
+	if (cli_parse_long(a, min, max, dst) < 0)
+		return cli_usage_error("--%s '%s': %s", name, a, expect);
+	return 0;
+}
+
+int cli_int(const char *name, const char *a, long min, long max, const char *expect, int *dst)
+{
+	long v;
+	int rc = cli_long(name, a, min, max, expect, &v);
+	if (rc == 0)
+		*dst = (int)v;
+	return rc;
+}
+
 int cli_parse_bytes(const char *s, long min, long max, long *out)
 {
 	char *end;

@@ -90,6 +90,9 @@ int cli_fail(const np_error *err);
 __attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 
 int cli_parse_long(const char *s, long min, long max, long *out);
+/* --NAME's value in min..max, else the usage error "--NAME 'A': EXPECT". */
+int cli_long(const char *name, const char *a, long min, long max, const char *expect, long *dst);
+int cli_int(const char *name, const char *a, long min, long max, const char *expect, int *dst);
 /* "64M", "1G", "65536": bytes, binary suffixes. */
 int cli_parse_bytes(const char *s, long min, long max, long *out);
 

@@ -21,9 +21,7 @@ static int set_peers(struct cli *c, const char *a)
 
 static int set_timeout(struct cli *c, const char *a)
 {
-	if (cli_parse_long(a, 1, 86400, &c->timeout) < 0)
-		return cli_usage_error("--timeout '%s': expected seconds, 1 to 86400", a);
-	return 0;
+	return cli_long("timeout", a, 1, 86400, "expected seconds, 1 to 86400", &c->timeout);
 }
 
 static int set_smoke(struct cli *c, const char *a)
@@ -41,11 +39,7 @@ static int set_smoke(struct cli *c, const char *a)
 
 static int set_smoke_port(struct cli *c, const char *a)
 {
-	long v;
-	if (cli_parse_long(a, 1, 65535, &v) < 0)
-		return cli_usage_error("--smoke-port '%s': expected 1 to 65535", a);
-	c->sel.smoke.port = (int)v;
-	return 0;
+	return cli_int("smoke-port", a, 1, 65535, "expected 1 to 65535", &c->sel.smoke.port);
 }
 
 static int set_smoke_bytes(struct cli *c, const char *a)
@@ -57,11 +51,8 @@ static int set_smoke_bytes(struct cli *c, const char *a)
 
 static int set_smoke_timeout(struct cli *c, const char *a)
 {
-	long v;
-	if (cli_parse_long(a, 1, 86400, &v) < 0)
-		return cli_usage_error("--smoke-timeout '%s': expected seconds, 1 to 86400", a);
-	c->sel.smoke.timeout_s = (int)v;
-	return 0;
+	return cli_int("smoke-timeout", a, 1, 86400, "expected seconds, 1 to 86400",
+		       &c->sel.smoke.timeout_s);
 }
 
 static int set_min_busbw(struct cli *c, const char *a)
@@ -90,20 +81,12 @@ POLICY_SETTER(set_min_speed, policy_set_min_speed)
 
 static int set_expect(struct cli *c, const char *a)
 {
-	long v;
-	if (cli_parse_long(a, 1, 100000, &v) < 0)
-		return cli_usage_error("--expect '%s': expected a pod count, 1 to 100000", a);
-	c->sel.ex.expect = (int)v;
-	return 0;
+	return cli_int("expect", a, 1, 100000, "expected a pod count, 1 to 100000", &c->sel.ex.expect);
 }
 
 static int set_probe_port(struct cli *c, const char *a)
 {
-	long v;
-	if (cli_parse_long(a, 1, 65535, &v) < 0)
-		return cli_usage_error("--probe-port '%s': expected 1 to 65535", a);
-	c->sel.ex.probe_port = (int)v;
-	return 0;
+	return cli_int("probe-port", a, 1, 65535, "expected 1 to 65535", &c->sel.ex.probe_port);
 }
 
 static int set_probe_throughput(struct cli *c, const char *a)
@@ -116,11 +99,9 @@ static int set_probe_throughput(struct cli *c, const char *a)
 
 static int set_log_interval(struct cli *c, const char *a)
 {
-	long v;
-	if (cli_parse_long(a, 1, 3600, &v) < 0)
-		return cli_usage_error("--log-interval '%s': expected seconds", a);
-	c->sel.ex.log_interval_ms = (int)(v * 1000);
-	return 0;
+	int rc = cli_int("log-interval", a, 1, 3600, "expected seconds", &c->sel.ex.log_interval_ms);
+	c->sel.ex.log_interval_ms *= 1000;
+	return rc;
 }
 
 static int set_pod_name(struct cli *c, const char *a)

@@ -13,16 +13,12 @@
 
 static int set_rank(struct cli *c, const char *a)
 {
-	if (cli_parse_long(a, 0, (1L << 20) - 1, &c->rank) < 0)
-		return cli_usage_error("--rank '%s': expected 0 or more", a);
-	return 0;
+	return cli_long("rank", a, 0, (1L << 20) - 1, "expected 0 or more", &c->rank);
 }
 
 static int set_world_size(struct cli *c, const char *a)
 {
-	if (cli_parse_long(a, 1, 1L << 20, &c->world) < 0)
-		return cli_usage_error("--world-size '%s': expected 1 or more", a);
-	return 0;
+	return cli_long("world-size", a, 1, 1L << 20, "expected 1 or more", &c->world);
 }
 
 static const struct cli_opt opts[] = {
