@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/text.h"
+
 /* ---- the interfaces and their verdicts ---- */
 
 void select_decision_verdict_json(const struct policy_verdict *v, const struct nic *n, json_t *obj)
@@ -314,9 +316,7 @@ __attribute__((format(printf, 3, 4))) static int bad(np_error *err, const char *
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	for (char *p = why; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-			*p = '?';
+	np_text_clean(why, sizeof(why), why, NP_TEXT_ASCII);
 	return np_error_set(err, NP_EUSAGE, 0, "%s: %s (was it written by nicpick select?)", path, why);
 }
 
