@@ -9,7 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "k8s/k8s_priv.h"
@@ -506,6 +512,162 @@ static void test_config_copy_keeps_kubeconfig_fields(void **state)
 	k8s_client_free(c);
 }
 
+__attribute__((format(printf, 1, 2))) static void sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	char full[2300];
+	snprintf(full, sizeof(full), "cd '%s' && { %s; } >>openssl.log 2>&1", dir, cmd);
+	if (system(full) != 0)
+		fail_msg("failed: %s (see %s/openssl.log)", cmd, dir);
+}
+
+static char *slurp_trimmed(const char *name)
+{
+	FILE *f = fopen(path_of(name), "r");
+	assert_non_null(f);
+	static char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+/* A TLS server that verifies client certificates: openssl s_server -WWW,
+ * with a certificate for api.example only (not for 127.0.0.1). */
+static pid_t start_tls_server(int *port)
+{
+	sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca");
+	sh("openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=api.example"
+	   " && printf 'subjectAltName=DNS:api.example\\n' > srv.ext"
+	   " && openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2"
+	   " -extfile srv.ext -out srv.crt");
+	sh("openssl req -newkey rsa:2048 -nodes -keyout cl.key -out cl.csr -subj /CN=alice/O=team"
+	   " && openssl x509 -req -in cl.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out cl.crt");
+	sh("openssl base64 -A -in ca.crt > ca.b64 && openssl base64 -A -in cl.key > cl.key.b64");
+	write_file("obj.json", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}\n", 0644);
+	for (int attempt = 0; attempt < 20; attempt++) {
+		*port = 20000 + (int)((getpid() * 7 + attempt * 131 + time(NULL)) % 20000);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			char acc[32];
+			snprintf(acc, sizeof(acc), "127.0.0.1:%d", *port);
+			if (chdir(dir) < 0)
+				_exit(127);
+			freopen("/dev/null", "r", stdin);
+			freopen("s_server.log", "a", stdout);
+			freopen("s_server.log", "a", stderr);
+			execlp("openssl", "openssl", "s_server", "-accept", acc, "-cert", "srv.crt",
+			       "-key", "srv.key", "-CAfile", "ca.crt", "-Verify", "1", "-WWW", "-quiet",
+			       (char *)NULL);
+			_exit(127);
+		}
+		for (int i = 0; i < 100; i++) {
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+			struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port) };
+			sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			int ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+			close(fd);
+			if (ok)
+				return pid;
+			int st;
+			if (waitpid(pid, &st, WNOHANG) == pid)
+				break; /* port taken: try another */
+			usleep(20000);
+		}
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+	}
+	fail_msg("openssl s_server did not start (see %s/s_server.log)", dir);
+	return -1;
+}
+
+static int get_obj(const char *kubeconfig, np_error *err)
+{
+	struct k8s_config cfg;
+	load_ok(&cfg, kubeconfig, NULL, NULL);
+	struct k8s_client *c = NULL;
+	int rc = k8s_client_new(&c, &cfg, err);
+	k8s_config_free(&cfg);
+	if (rc < 0)
+		return -1;
+	k8s_client_set_timeout(c, 3);
+	json_t *obj = NULL;
+	rc = k8s_get(c, "/obj.json", &obj, err);
+	if (rc == 0)
+		assert_string_equal(json_string_value(json_object_get(obj, "kind")), "Pod");
+	json_decref(obj);
+	k8s_client_free(c);
+	return rc;
+}
+
+#define TLS_CONFIG                                                                        \
+	"clusters:\n- name: c1\n  cluster:\n    server: https://127.0.0.1:%d\n"             \
+	"    certificate-authority-data: %s\n%s"                                             \
+	"users:\n- name: u\n  user:\n%s" CTX("u", "")
+
+/* The client as libcurl runs it: CA data, a client certificate file with
+ * its key as data, and tls-server-name all reach the TLS handshake. */
+static void test_client_certificate_and_tls_server_name_over_tls(void **state)
+{
+	(void)state;
+	int port;
+	pid_t srv = start_tls_server(&port);
+	char *ca = slurp_trimmed("ca.b64"), *key = slurp_trimmed("cl.key.b64");
+	char buf[16384];
+	char user[8192];
+	snprintf(user, sizeof(user), "    client-certificate: cl.crt\n    client-key-data: %s\n", key);
+	np_error err = { 0 };
+
+	snprintf(buf, sizeof(buf), TLS_CONFIG, port, ca, "    tls-server-name: api.example\n", user);
+	write_file("config", buf, 0600);
+	if (get_obj(path_of("config"), &err) < 0)
+		fail_msg("%s", err.msg);
+
+	/* without tls-server-name the certificate does not match 127.0.0.1 */
+	snprintf(buf, sizeof(buf), TLS_CONFIG, port, ca, "", user);
+	write_file("config", buf, 0600);
+	assert_int_equal(get_obj(path_of("config"), &err), -1);
+	assert_non_null(strstr(err.msg, "127.0.0.1"));
+	assert_int_equal(err.status, NP_EK8S);
+
+	/* without a client certificate the server refuses the handshake */
+	snprintf(buf, sizeof(buf), TLS_CONFIG, port, ca, "    tls-server-name: api.example\n",
+		 "    token: t\n");
+	write_file("config", buf, 0600);
+	assert_int_equal(get_obj(path_of("config"), &err), -1);
+	assert_non_null(strstr(err.msg, "certificate required"));
+
+	/* an exec plugin's client certificate works as well */
+	char *crt = slurp_trimmed("cl.crt"), *pem = slurp_trimmed("cl.key");
+	json_t *status = json_pack("{s:s, s:s}", "clientCertificateData", crt, "clientKeyData", pem);
+	char *js = json_dumps(status, JSON_COMPACT);
+	write_file("cred.json", "", 0600);
+	FILE *f = fopen(path_of("cred.json"), "w");
+	fprintf(f, "{\"kind\":\"ExecCredential\",\"apiVersion\":\"%s\",\"status\":%s}", KC_V1_TEST, js);
+	fclose(f);
+	char script[512];
+	snprintf(script, sizeof(script), "#!/bin/sh\ncat '%s'\n", path_of("cred.json"));
+	write_file("plugin", script, 0700);
+	snprintf(buf, sizeof(buf), TLS_CONFIG, port, ca, "    tls-server-name: api.example\n",
+		 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+		 "      command: ./plugin\n      interactiveMode: Never\n");
+	write_file("config", buf, 0600);
+	if (get_obj(path_of("config"), &err) < 0)
+		fail_msg("%s", err.msg);
+	free(js);
+	json_decref(status);
+	free(crt), free(pem), free(ca), free(key);
+	kill(srv, SIGTERM);
+	waitpid(srv, NULL, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -524,6 +686,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_yaml, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_fields_name_the_field, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_copy_keeps_kubeconfig_fields, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_client_certificate_and_tls_server_name_over_tls, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
