@@ -392,7 +392,9 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_SSLCERT, c->cfg.client_cert_file);
 	}
 	if (key_pem) {
-		blob = (struct curl_blob){ (void *)key_pem, strlen(key_pem), CURL_BLOB_COPY };
+		/* + 1: mbedTLS parses a PEM key only with its NUL in the length,
+		 * and curl passes a key blob on as it is (OpenSSL ignores the NUL). */
+		blob = (struct curl_blob){ (void *)key_pem, strlen(key_pem) + 1, CURL_BLOB_COPY };
 		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &blob);
 		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
 	} else if (c->cfg.client_key_file) {
