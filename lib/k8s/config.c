@@ -247,8 +247,10 @@ static int exec_refresh(struct k8s_client *c, bool force, np_error *err)
 	bool have = c->cred.token || c->cred.cert_pem;
 	if (have && !force && !k8s_exec_cred_expired(&c->cred, time(NULL)))
 		return 0;
+	/* the plugin runs within the client's deadline (none: a minute) */
+	int64_t left = k8s_remaining_ms(c);
 	struct k8s_exec_cred cred;
-	if (k8s_exec_run(c->cfg.exec, &cred, err) < 0)
+	if (k8s_exec_run(c->cfg.exec, left == INT64_MAX ? 60000 : left > 0 ? left : 1, &cred, err) < 0)
 		return -1;
 	k8s_exec_cred_free(&c->cred);
 	c->cred = cred;

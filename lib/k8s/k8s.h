@@ -20,7 +20,7 @@ struct k8s_exec;
 
 struct k8s_config {
 	char *server;     /* "https://host:port", no trailing slash */
-	char *ca_file;    /* NULL only with insecure_skip_tls_verify */
+	char *ca_file;    /* NULL with insecure_skip_tls_verify, ca_pem, or a kubeconfig naming no CA */
 	char *token_file; /* NULL: send no Authorization header */
 	char *namespace;  /* the pod's namespace (always set after load) */
 	char *pod_name;   /* NULL when unknown */

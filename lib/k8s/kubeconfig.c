@@ -521,6 +521,11 @@ static int parse_list(struct kc_parse *p, struct kc_file *f, yaml_node_t *seq, e
 	char msg[128];
 	if (scalar_is_null(seq))
 		return 0;
+	if ((which == KC_CLUSTERS && f->clusters) || (which == KC_USERS && f->users) ||
+	    (which == KC_CONTEXTS && f->contexts)) {
+		snprintf(msg, sizeof(msg), "%s appears twice", list[which]);
+		return bad(p, msg);
+	}
 	if (seq->type != YAML_SEQUENCE_NODE) {
 		snprintf(msg, sizeof(msg), "%s must be a list", list[which]);
 		return bad(p, msg);
@@ -732,20 +737,11 @@ static int load_all(struct kc_merged *m, const char *explicit_path, np_error *er
 	return add_file(m, path, false, err);
 }
 
-/* A path from a file, resolved against that file's directory. */
+/* A path from a file, resolved against that file's directory unless it is
+ * absolute (client-go's ResolvePaths: no "~" expansion either). */
 static int resolve_path(const struct kc_file *f, const char *p, char **out, np_error *err)
 {
-	if (p[0] == '/' || (p[0] == '~' && p[1] == '/')) {
-		const char *home = getenv("HOME");
-		int r = p[0] == '~' ? asprintf(out, "%s%s", home ? home : "", p + 1)
-				    : asprintf(out, "%s", p);
-		if (r < 0) {
-			*out = NULL;
-			return nomem(err);
-		}
-		return 0;
-	}
-	if (asprintf(out, "%s/%s", f->dir, p) < 0) {
+	if (asprintf(out, "%s%s%s", p[0] == '/' ? "" : f->dir, p[0] == '/' ? "" : "/", p) < 0) {
 		*out = NULL;
 		return nomem(err);
 	}
@@ -1063,7 +1059,15 @@ static int exec_fail(const struct k8s_exec *x, np_error *err, int sys_errno, con
 			    x->install_hint ? ")" : "");
 }
 
-int k8s_exec_run(const struct k8s_exec *x, struct k8s_exec_cred *out, np_error *err)
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int k8s_exec_run(const struct k8s_exec *x, int64_t timeout_ms, struct k8s_exec_cred *out,
+		 np_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	/* argv and envp: nicpick's environment, the kubeconfig's env on top,
@@ -1119,13 +1123,26 @@ int k8s_exec_run(const struct k8s_exec *x, struct k8s_exec_cred *out, np_error *
 		snprintf(what, sizeof(what), "cannot run it: %s", strerror(src));
 		return exec_fail(x, err, 0, what);
 	}
-	struct k8s_buf_s {
+	struct {
 		char *data;
 		size_t len;
-	} buf = { 0 };
-	bool too_big = false;
+	} buf = { 0 }; /* what the plugin printed */
+	bool too_big = false, timed_out = false;
 	char chunk[4096];
+	int64_t end = timeout_ms > 0 ? mono_ms() + timeout_ms : 0;
 	for (;;) {
+		struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
+		int64_t left = end ? end - mono_ms() : -1;
+		if (end && left <= 0) {
+			timed_out = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		int pr = poll(&pfd, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0)
+			continue; /* the deadline check above ends it */
 		ssize_t r = read(pipefd[0], chunk, sizeof(chunk));
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -1149,7 +1166,12 @@ int k8s_exec_run(const struct k8s_exec *x, struct k8s_exec_cred *out, np_error *
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	int rc;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !buf.len) {
+	if (timed_out) {
+		char what[96];
+		snprintf(what, sizeof(what), "printed no credential within %lld ms",
+			 (long long)timeout_ms);
+		rc = exec_fail(x, err, 0, what);
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !buf.len) {
 		rc = exec_fail(x, err, 0, "command not found");
 	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		char what[64];

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "k8s/k8s.h"
@@ -47,8 +48,10 @@ struct k8s_exec_cred {
 };
 
 /* Run the plugin (stdin /dev/null, stdout read, stderr passed through) and
- * check what it printed. */
-int k8s_exec_run(const struct k8s_exec *x, struct k8s_exec_cred *out, np_error *err);
+ * check what it printed.  A plugin still running after timeout_ms (<= 0:
+ * no limit) is killed, and that is an error. */
+int k8s_exec_run(const struct k8s_exec *x, int64_t timeout_ms, struct k8s_exec_cred *out,
+		 np_error *err);
 bool k8s_exec_cred_expired(const struct k8s_exec_cred *c, time_t now);
 void k8s_exec_cred_free(struct k8s_exec_cred *c);
 struct k8s_exec *k8s_exec_dup(const struct k8s_exec *x); /* NULL on ENOMEM */

@@ -259,7 +259,7 @@ static void test_exec_v1_args_and_env(void **state)
 	assert_string_equal(cfg.exec->env[0], "TEAM=blue");
 	struct k8s_exec_cred cred;
 	np_error err = { 0 };
-	if (k8s_exec_run(cfg.exec, &cred, &err) < 0)
+	if (k8s_exec_run(cfg.exec, 10000, &cred, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_string_equal(cred.token, "get-token-blue");
 	assert_int_equal(cred.expiry, 0);
@@ -281,7 +281,7 @@ static void test_exec_v1beta1_client_cert(void **state)
 	load_ok(&cfg, path_of("config"), NULL, NULL);
 	struct k8s_exec_cred cred;
 	np_error err = { 0 };
-	if (k8s_exec_run(cfg.exec, &cred, &err) < 0)
+	if (k8s_exec_run(cfg.exec, 10000, &cred, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_null(cred.token);
 	assert_string_equal(cred.cert_pem, "CERT");
@@ -356,7 +356,7 @@ static void test_exec_errors(void **state)
 	assert_string_equal(cfg.exec->command, "nicpick-no-such-plugin"); /* PATH lookup */
 	struct k8s_exec_cred cred;
 	np_error err = { 0 };
-	assert_int_equal(k8s_exec_run(cfg.exec, &cred, &err), -1);
+	assert_int_equal(k8s_exec_run(cfg.exec, 10000, &cred, &err), -1);
 	assert_int_equal(err.status, NP_EK8S);
 	assert_non_null(strstr(err.msg, "nicpick-no-such-plugin"));
 	assert_non_null(strstr(err.msg, "(install it with apt-get install foo)"));
@@ -369,20 +369,26 @@ static void test_exec_errors(void **state)
 	x.args = none;
 	x.env = none;
 	write_file("plugin", "#!/bin/sh\nexit 7\n", 0700);
-	assert_int_equal(k8s_exec_run(&x, &cred, &err), -1);
+	assert_int_equal(k8s_exec_run(&x, 10000, &cred, &err), -1);
 	assert_non_null(strstr(err.msg, "exited 7"));
 	write_plugin("plugin", "client.authentication.k8s.io/v1beta1", "{\"token\":\"t\"}");
-	assert_int_equal(k8s_exec_run(&x, &cred, &err), -1);
+	assert_int_equal(k8s_exec_run(&x, 10000, &cred, &err), -1);
 	assert_non_null(strstr(err.msg, "printed apiVersion client.authentication.k8s.io/v1beta1"));
 	write_plugin("plugin", KC_V1_TEST, "{}");
-	assert_int_equal(k8s_exec_run(&x, &cred, &err), -1);
+	assert_int_equal(k8s_exec_run(&x, 10000, &cred, &err), -1);
 	assert_non_null(strstr(err.msg, "neither status.token nor status.clientCertificateData"));
 	write_plugin("plugin", KC_V1_TEST, "{\"token\":\"t\",\"expirationTimestamp\":\"tomorrow\"}");
-	assert_int_equal(k8s_exec_run(&x, &cred, &err), -1);
+	assert_int_equal(k8s_exec_run(&x, 10000, &cred, &err), -1);
 	assert_non_null(strstr(err.msg, "expirationTimestamp is not an RFC 3339 time"));
 	write_file("plugin", "#!/bin/sh\necho not json\n", 0700);
-	assert_int_equal(k8s_exec_run(&x, &cred, &err), -1);
+	assert_int_equal(k8s_exec_run(&x, 10000, &cred, &err), -1);
 	assert_non_null(strstr(err.msg, "printed no ExecCredential"));
+	/* a plugin that hangs is killed at the deadline */
+	write_file("plugin", "#!/bin/sh\nexec sleep 30\n", 0700);
+	time_t t0 = time(NULL);
+	assert_int_equal(k8s_exec_run(&x, 300, &cred, &err), -1);
+	assert_true(time(NULL) - t0 < 5);
+	assert_non_null(strstr(err.msg, "printed no credential within 300 ms"));
 }
 
 /* KUBECONFIG=a:b: the first file to set a name wins, entries are not
@@ -452,6 +458,8 @@ static void test_bad_yaml(void **state)
 	load_fails(path_of("config"), NULL, "insecure-skip-tls-verify must be true or false");
 	write_file("config", "kind: Pod\n", 0600);
 	load_fails(path_of("config"), NULL, "kind is not Config");
+	write_file("config", "users: []\nusers: []\n", 0600);
+	load_fails(path_of("config"), NULL, "users appears twice");
 }
 
 static void test_unsupported_fields_name_the_field(void **state)
