@@ -16,7 +16,7 @@ import uuid
 
 from .admin import AdminMixin
 from .crud import CrudMixin
-from .errors import ApiError
+from .errors import ApiError, forbidden
 from .faults import FaultSet
 from .httpd import Handler, HTTPServer, Dropped
 from .patches import PATCH_TYPES
@@ -34,7 +34,9 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                  user="system:serviceaccount:default:default", tokens=None, admin_token=None,
                  history=5000, bookmark_interval=1.0, watch_timeout=1800.0, faults=None,
                  rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
-                 authorization=None, compact_interval=0.0):
+                 authorization=None, compact_interval=0.0, anonymous_auth=False,
+                 graceful_delete=False, history_seconds=0.0, realistic_pods=False,
+                 event_namespace_rule=False):
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
         self.listen, self.req_port, self.sans = listen, port, list(sans)
@@ -51,6 +53,13 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.rbac = {"deny": [], "allow": None}
         self.authorization = self.check_mode(authorization)
         self.compact_interval = float(compact_interval or 0)
+        # Fidelity options (README "Fidelity options"): each is a real kube-apiserver
+        # behaviour that today's nicpick does not yet handle everywhere.
+        self.anonymous_auth = bool(anonymous_auth)
+        self.graceful_delete = bool(graceful_delete)
+        self.store.window = float(history_seconds or 0)
+        self.realistic_pods = bool(realistic_pods)
+        self.event_namespace_rule = bool(event_namespace_rule)
         if rbac:
             self.set_rbac(rbac)
         self.counters_lock = threading.Lock()
@@ -261,13 +270,34 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             raise ApiError(401, "Unauthorized")
         if path in ("/healthz", "/livez", "/readyz"):
             return h.send_text(200, "ok")
-        if user is None and path != "/version":
-            # Real: anonymous requests reach only /version and health checks.
+        anonymous = user is None and self.anonymous_auth
+        if user is None and path != "/version" and not anonymous:
+            # --anonymous-auth=false: a request without credentials is 401 (only /version
+            # and the health checks answer).
             raise ApiError(401, "Unauthorized")
+        if anonymous:
+            # Real (--anonymous-auth=true, the default): no credentials authenticate as
+            # system:anonymous / system:unauthenticated (apiserver/pkg/authentication/
+            # request/anonymous); RBAC grants it only system:public-info-viewer (/version,
+            # /healthz, /livez, /readyz), so everything else is 403 (responsewriters.Forbidden).
+            user = req["user"] = "system:anonymous"
+            if path != "/version":
+                res = req["res"]
+                if res is None:
+                    raise ApiError(403, f'forbidden: User "{user}" cannot get path "{path}"',
+                                   details={})
+                raise forbidden(res, req["verb"], user, req["namespace"], req["name"],
+                                req["subresource"])
         for f in self.faults.take(req, ("delay",)):
             time.sleep(f.get("ms", 0) / 1000.0)
         if self.faults.take(req, ("compact",)):
             self.compact_now()
+        late = self.faults.take(req, ("commit_timeout",))
+        if late:
+            # Real: the write runs on and commits, but the request's deadline passed
+            # first (handlers/finisher/finisher.go, finishRequest): the client gets 504.
+            h.late = ApiError(504, "Timeout: request did not complete within requested "
+                              "timeout - context deadline exceeded", "Timeout", {})
         for f in self.faults.take(req, ("error", "reset")):
             if f["kind"] == "reset":
                 socket.socket.shutdown(h.connection, socket.SHUT_RDWR)
@@ -275,6 +305,13 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             code = int(f.get("code", 500))
             msg = f.get("message")
             det, hdr = None, {}
+            if code == 429 and f.get("plain"):
+                # Real: API Priority and Fairness (and max-in-flight) reject with
+                # http.Error: plain text, Retry-After: 1, no Status (apiserver/pkg/server/
+                # filters/priority-and-fairness.go, maxinflight.go: tooManyRequests).
+                h.send_text(429, "Too many requests, please try again later.\n",
+                            {"Retry-After": str(f.get("retry_after", 1))})
+                return
             if code == 429:
                 ra = int(f.get("retry_after", 1))
                 msg = msg or "Too many requests, please try again later."
@@ -365,7 +402,14 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                 opts = json.loads(body) if body else {}
             except ValueError:
                 opts = {}
-            obj = self.delete(res, ns, name, opts.get("preconditions") or {})
+            grace = opts.get("gracePeriodSeconds") if isinstance(opts, dict) else None
+            if grace is None and q.get("gracePeriodSeconds", "") != "":
+                try:
+                    grace = int(q["gracePeriodSeconds"])
+                except ValueError:
+                    raise ApiError(400, "gracePeriodSeconds must be an integer")
+            obj = self.delete(res, ns, name, (opts.get("preconditions") if isinstance(
+                opts, dict) else None) or {}, grace=grace)
             return h.send_json(200, self.render_one(res, obj, fmt, q))
         if verb == "deletecollection":
             objs, meta = self.list(res, ns, q)

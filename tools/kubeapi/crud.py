@@ -5,10 +5,12 @@ import base64
 import copy
 import json
 import random
+import threading
 import time
 import uuid
 
 from .errors import ApiError, already_exists, conflict, expired, invalid, not_found
+from .realism import decorate
 from .patches import json_patch, merge_patch, strategic_merge_patch
 from .resources import BY_PATH
 from .selectors import DNS1123, LABEL_VALUE, FieldSelector, LabelSelector, qualified_name_error
@@ -161,15 +163,52 @@ class CrudMixin:
         if res.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             causes.append(("spec.containers", "Required value", "FieldValueRequired"))
         if res.kind == "Event":
-            ions = (obj.get("involvedObject") or {}).get("namespace", "")
-            if ions and ions != md.get("namespace"):
-                causes.append(("involvedObject.namespace", f'Invalid value: "{ions}": does not '
-                               "match event.namespace", "FieldValueInvalid"))
+            causes += self.event_causes(obj)
         if old is not None and md.get("uid") and md["uid"] != old["metadata"]["uid"]:
             raise conflict(res, name, f"Precondition failed: UID in precondition: {md['uid']}, "
                            f"UID in object meta: {old['metadata']['uid']}")
         if causes:
             raise invalid(res, name, causes)
+
+    def event_causes(self, obj):
+        """Real: core/v1 Events get legacyValidateEvent only (pkg/apis/core/validation/
+        events.go, ValidateEventCreate returns after it for v1): without eventTime, the
+        involvedObject's namespace must match; with eventTime (a "new" event, as nicpick
+        writes), reportingComponent (Go: ReportingController) must be a qualified name,
+        reportingInstance, action and reason are required and at most 128 bytes, and the
+        message at most 1024 bytes."""
+        md, io = obj.get("metadata") or {}, obj.get("involvedObject") or {}
+        ns, ions = md.get("namespace", ""), io.get("namespace", "")
+        out = []
+
+        def bad(field, value, msg):
+            out.append((field, f'Invalid value: "{value}": {msg}', "FieldValueInvalid"))
+
+        def required(field):
+            out.append((field, "Required value", "FieldValueRequired"))
+        if not obj.get("eventTime"):
+            if ions and ions != ns:
+                bad("involvedObject.namespace", ions, "does not match event.namespace")
+            elif not ions and ns not in ("", "default") and self.event_namespace_rule:
+                bad("involvedObject.namespace", ions, "does not match event.namespace")
+            return out
+        if not ions and ns not in ("default", "kube-system"):
+            bad("involvedObject.namespace", ions, "does not match event.namespace")
+        ctl = obj.get("reportingComponent") or ""
+        if not ctl:
+            required("reportingController")
+        err = qualified_name_error(ctl)
+        if err:
+            bad("reportingController", ctl, err)
+        for field, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+            v = obj.get(field) or ""
+            if not v:
+                required(field)
+            if len(v.encode()) > limit:
+                bad(field, "", f"can have at most {limit} characters")
+        if len((obj.get("message") or "").encode()) > 1024:
+            bad("message", "", "can have at most 1024 characters")
+        return out
 
     def check_body(self, res, ns, name, data):
         if not isinstance(data, dict):
@@ -215,6 +254,9 @@ class CrudMixin:
             self.validate(res, obj)
         elif res.kind == "Pod":
             obj.setdefault("status", {"phase": "Pending"})
+        if res.kind == "Pod" and self.realistic_pods:
+            obj = decorate(obj)
+            md = obj["metadata"]
         name = md.get("name")
         if not name:
             raise invalid(res, "", [("metadata.name", "Required value: name or generateName "
@@ -249,7 +291,7 @@ class CrudMixin:
                     new.pop("status", None)
             md = new.setdefault("metadata", {})
             for k in ("uid", "creationTimestamp", "namespace", "name", "generation",
-                      "deletionTimestamp"):
+                      "deletionTimestamp", "deletionGracePeriodSeconds"):
                 if k in old["metadata"]:
                     md[k] = old["metadata"][k]
                 else:
@@ -307,7 +349,9 @@ class CrudMixin:
                                f"the name on the URL ({name})")
             return self._write_new(res, ns, name, old, new, subresource, raw), False
 
-    def delete(self, res, ns, name, pre):
+    def delete(self, res, ns, name, pre, grace=None, graceful=None):
+        """grace: DeleteOptions.gracePeriodSeconds; graceful: None follows the server's
+        graceful_delete option (admin deletes pass False unless asked)."""
         with self.store.lock:
             old = self.store.get(res, ns, name)
             if old is None:
@@ -320,5 +364,54 @@ class CrudMixin:
                 raise conflict(res, name, "Precondition failed: ResourceVersion in "
                                f"precondition: {pre['resourceVersion']}, ResourceVersion in "
                                f"object meta: {old['metadata']['resourceVersion']}")
-            # Real: pods without a node are deleted at once; here every delete is immediate.
+            if res.kind == "Pod" and (self.graceful_delete if graceful is None else graceful):
+                period = self.grace_period(old, grace)
+                if period > 0:
+                    return self.delete_gracefully(res, ns, name, old, period)
             return self.store.commit(res, "DELETED", ns, name, None, old)
+
+    @staticmethod
+    def grace_period(pod, grace):
+        """Real: podStrategy.CheckGracefulDelete (pkg/registry/core/pod/strategy.go): the
+        DeleteOptions' gracePeriodSeconds, else spec.terminationGracePeriodSeconds; 0 for
+        a pod not scheduled (no spec.nodeName) or already Failed/Succeeded; negative: 1."""
+        spec, st = pod.get("spec") or {}, pod.get("status") or {}
+        # (a seeded pod without the field: the defaulted 30, SetDefaults_PodSpec)
+        period = grace if grace is not None else int(spec.get("terminationGracePeriodSeconds",
+                                                              30) or 0)
+        if not spec.get("nodeName") or st.get("phase") in ("Failed", "Succeeded"):
+            period = 0
+        return 1 if period < 0 else period
+
+    def delete_gracefully(self, res, ns, name, old, period):
+        """Real: rest.BeforeDelete (apiserver/pkg/registry/rest/delete.go) sets
+        deletionTimestamp = now + grace and deletionGracePeriodSeconds, bumps the
+        generation, and the store writes it (a MODIFIED event); the object stays
+        until the kubelet has stopped its containers and deletes it with grace 0.
+        Here that kubelet is a timer.  A second delete may only shorten the grace."""
+        md = old["metadata"]
+        if md.get("deletionTimestamp") and period >= int(md.get("deletionGracePeriodSeconds")
+                                                          or 0):
+            return old
+        new = copy.deepcopy(old)
+        nmd = new["metadata"]
+        nmd["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                 time.gmtime(time.time() + period))
+        nmd["deletionGracePeriodSeconds"] = period
+        if int(nmd.get("generation") or 0) > 0:
+            nmd["generation"] = int(nmd["generation"]) + 1
+        obj = self.store.commit(res, "MODIFIED", ns, name, new, old)
+        uid = nmd["uid"]
+
+        def kubelet():
+            if self.stopping:
+                return
+            with self.store.lock:
+                cur = self.store.get(res, ns, name)
+                if cur is not None and cur["metadata"]["uid"] == uid and \
+                        cur["metadata"].get("deletionGracePeriodSeconds") == period:
+                    self.store.commit(res, "DELETED", ns, name, None, cur)
+        t = threading.Timer(period, kubelet)
+        t.daemon = True
+        t.start()
+        return obj

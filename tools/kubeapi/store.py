@@ -4,17 +4,19 @@ event history that watches and consistent lists read."""
 import bisect
 import copy
 import threading
+import time
 
 from .errors import expired
 from .resources import RESOURCES
 
 
 class Event:
-    __slots__ = ("rv", "type", "res", "ns", "name", "obj", "prev", "cache")
+    __slots__ = ("rv", "type", "res", "ns", "name", "obj", "prev", "cache", "at")
 
     def __init__(self, rv, typ, res, ns, name, obj, prev):
         self.rv, self.type, self.res, self.ns, self.name = rv, typ, res, ns, name
         self.obj, self.prev, self.cache = obj, prev, {}
+        self.at = time.monotonic()
 
 
 class Watcher:
@@ -43,6 +45,10 @@ class Store:
         self.objects = {r.key: {} for r in RESOURCES}
         self.history, self.capacity = [], max(1, history)
         self.floor = self.rv            # events with rv > floor are in history
+        # Seconds of history kept (0: no time limit, only the capacity).  Real: the
+        # watch cache keeps eventFreshDuration = 75 s (cacher/watch_cache.go); an
+        # older event is dropped once the cache is full, which a busy cluster's is.
+        self.window = 0.0
         self.watchers = set()
         self.wlock = threading.Lock()
 
@@ -69,6 +75,7 @@ class Store:
                 drop = len(self.history) - self.capacity
                 self.floor = self.history[drop - 1].rv
                 del self.history[:drop]
+            self.expire_old()
             self.cond.notify_all()
         with self.wlock:
             for w in self.watchers:
@@ -78,8 +85,20 @@ class Store:
                     w.wake.set()
         return obj
 
+    def expire_old(self):
+        """Drop the events older than the time window (when one is set)."""
+        if self.window <= 0 or not self.history:
+            return
+        cut = time.monotonic() - self.window
+        if self.history[0].at >= cut:
+            return
+        i = bisect.bisect_left(self.history, cut, key=lambda e: e.at)
+        self.floor = self.history[i - 1].rv
+        del self.history[:i]
+
     def since(self, rv):
         """Events with resourceVersion > rv; raises 410 when rv predates the history."""
+        self.expire_old()
         if rv < self.floor:
             # Real: watch cache getAllEventsSinceLocked.
             raise expired(f"too old resource version: {rv} ({self.floor})")
