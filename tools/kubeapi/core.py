@@ -188,14 +188,14 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def reset_counters(self):
         with self.counters_lock:
             self.counters = {"total": self._zero(), "by_token": {}, "by_user": {},
-                             "by_user_agent": {}, "since": time.time()}
+                             "by_user_agent": {}, "by_remote": {}, "since": time.time()}
 
     @staticmethod
     def _zero():
         return {"requests": 0, "bytes_in": 0, "bytes_out": 0, "verbs": {}}
 
     def account(self, acct, bin_, bout, user=None, verb=None, request=False):
-        token, ua = acct
+        token, ua, remote = acct
         with self.counters_lock:
             c = self.counters
             t = c["by_token"].get(token)
@@ -203,6 +203,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                 t = c["by_token"][token] = self._zero()
                 t["user"] = user or ""
             buckets = [c["total"], t, c["by_user_agent"].setdefault(ua, self._zero()),
+                       c["by_remote"].setdefault(remote, self._zero()),
                        c["by_user"].setdefault(t["user"], self._zero())]
             for b in buckets:
                 b["bytes_in"] += bin_

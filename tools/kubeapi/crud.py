@@ -69,6 +69,8 @@ class CrudMixin:
             except (ValueError, KeyError, TypeError):
                 raise ApiError(400, "continue key is not valid: incorrect encoded start "
                                "resourceVersion (version meta.k8s.io/v1)")
+            if snap_rv == -1:      # Real: the token of a 410: continue at the latest rv
+                snap_rv = None
         rv_param, match = q.get("resourceVersion", ""), q.get("resourceVersionMatch", "")
         if rv_param not in ("", "0") and snap_rv is None:
             try:
@@ -85,9 +87,19 @@ class CrudMixin:
                     state = self.store.snapshot(res, ns, snap_rv)
                 except ApiError:
                     if q.get("continue"):
-                        raise expired("The provided continue parameter is too old to display "
-                                      "a consistent list result. You can start a new list "
-                                      "without the continue parameter.")
+                        # Real: etcd3 store.go, handleCompactedErrorForPaging: 410 with a
+                        # token of rv -1 in the Status' metadata that continues the list
+                        # at the latest resourceVersion (an inconsistent remainder).
+                        e = expired(
+                            "The provided continue parameter is too old to display a "
+                            "consistent list result. You can start a new list without the "
+                            "continue parameter, or use the continue token in this response "
+                            "to retrieve the remainder of the results. Continuing with the "
+                            "provided token results in an inconsistent list - objects that "
+                            "were created, modified, or deleted between the time the first "
+                            "chunk was returned and now may show up in the list.")
+                        e.list_meta = {"continue": self.continue_token(-1, start)}
+                        raise e
                     raise expired("The resourceVersion for the provided list is too old.")
                 objs, rv = [state[k] for k in sorted(state)], snap_rv
             else:
@@ -101,14 +113,19 @@ class CrudMixin:
         meta = {"resourceVersion": str(rv)}
         if limit > 0 and len(objs) > limit:
             last = objs[limit - 1]["metadata"]
-            tok = {"v": "meta.k8s.io/v1", "rv": rv,
-                   "start": [last.get("namespace", ""), last["name"]]}
-            meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps(tok).encode()).decode().rstrip("=")
+            meta["continue"] = self.continue_token(rv, [last.get("namespace", ""),
+                                                        last["name"]])
             if not lsel.reqs and not fsel.reqs:
                 meta["remainingItemCount"] = len(objs) - limit
             objs = objs[:limit]
         return objs, meta
+
+    @staticmethod
+    def continue_token(rv, start):
+        """Real: storage.EncodeContinue, base64 (URL alphabet, unpadded) of
+        {"v":"meta.k8s.io/v1","rv":N,"start":...}; opaque to clients."""
+        tok = {"v": "meta.k8s.io/v1", "rv": rv, "start": list(start)}
+        return base64.urlsafe_b64encode(json.dumps(tok).encode()).decode().rstrip("=")
 
     def new_meta(self, res, ns, obj):
         md = obj.setdefault("metadata", {})

@@ -201,7 +201,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else None
         ua = self.headers.get("User-Agent", "")
-        self.acct = (token or "", ua)
+        self.acct = (token or "", ua, self.client_address[0])
         with api.tokens_lock:
             user = api.tokens.get(token) if token else None
         req = self.req = {"time": time.time(), "method": self.command, "path": path,
