@@ -87,7 +87,8 @@ def test_python_client_and_kubectl_see_a_terminating_pod(make_server, kubectl, t
     c.close()
 
 
-def test_default_deletes_at_once_and_admin_delete_can_be_graceful(make_server):
+def test_default_deletes_at_once_and_admin_delete_can_be_graceful(make_server, monkeypatch):
+    monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
     s = make_server()
     api = Api(s)
     s.create_pod(NS, scheduled("a"))

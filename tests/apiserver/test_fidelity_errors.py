@@ -50,8 +50,18 @@ def test_anonymous_is_403_with_anonymous_auth(make_server):
     assert Api(s, token="wrong").get(PODS).status == 401
 
 
-def test_anonymous_default_stays_401(server):
-    assert raw_get(server, PODS)[0] == 401
+def test_anonymous_default_stays_401(make_server, monkeypatch):
+    monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
+    assert raw_get(make_server(), PODS)[0] == 401
+
+
+def test_fidelity_options_from_the_environment(make_server, monkeypatch):
+    monkeypatch.setenv("KUBEAPI_FIDELITY", '{"anonymous_auth": true}')
+    assert raw_get(make_server(), PODS)[0] == 403
+    assert raw_get(make_server(anonymous_auth=False), PODS)[0] == 401   # explicit wins
+    monkeypatch.setenv("KUBEAPI_FIDELITY", '{"no_such_option": true}')
+    with pytest.raises(Exception, match="unknown options"):
+        make_server()
 
 
 def test_python_client_without_token_gets_403(make_server):

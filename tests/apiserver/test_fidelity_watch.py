@@ -39,7 +39,8 @@ def test_history_seconds_expires_old_resource_versions(make_server):
     assert ev["object"]["message"].startswith(f"too old resource version: {rv} (")
 
 
-def test_history_seconds_default_keeps_history_by_count_only(make_server):
+def test_history_seconds_default_keeps_history_by_count_only(make_server, monkeypatch):
+    monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
     s = make_server()
     assert s.configure()["history_seconds"] == 0
 

@@ -51,17 +51,17 @@ def main(argv=None):
                     "interval, as kube-apiserver compacts etcd (default 0: never)")
     ap.add_argument("--authorization-mode", choices=["RBAC"], help="RBAC: enforce the "
                     "stored Roles, ClusterRoles and bindings (seed them with --seed)")
-    ap.add_argument("--history-seconds", type=float, default=0.0,
+    ap.add_argument("--history-seconds", type=float, default=None,
                     help="also drop watch history older than S seconds, as the watch "
                     "cache keeps 75 s (eventFreshDuration); default 0: no time limit")
-    ap.add_argument("--anonymous-auth", action="store_true", help="a request without a "
+    ap.add_argument("--anonymous-auth", action="store_true", default=None, help="a request without a "
                     "token is system:anonymous and gets 403, as kube-apiserver's default "
                     "(without it: 401, as --anonymous-auth=false)")
-    ap.add_argument("--graceful-delete", action="store_true", help="delete scheduled pods "
+    ap.add_argument("--graceful-delete", action="store_true", default=None, help="delete scheduled pods "
                     "gracefully: deletionTimestamp, removal after the grace period")
-    ap.add_argument("--realistic-pods", action="store_true", help="created pods carry "
+    ap.add_argument("--realistic-pods", action="store_true", default=None, help="created pods carry "
                     "managedFields, full defaults and a running status, as a real pod")
-    ap.add_argument("--event-namespace-rule", action="store_true", help="a core/v1 Event "
+    ap.add_argument("--event-namespace-rule", action="store_true", default=None, help="a core/v1 Event "
                     "without eventTime and without involvedObject.namespace must be in "
                     "default (legacyValidateEvent)")
     ap.add_argument("--seed", type=lambda p: _json_arg("@" + p), dest="seed_file", metavar="FILE",

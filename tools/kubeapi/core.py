@@ -29,14 +29,19 @@ from .util import now_rfc3339, parse_bool
 from .watch import WatchMixin
 
 
+# The fidelity options (README "Fidelity options") and their defaults.
+FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 0.0,
+                    "realistic_pods": False, "event_namespace_rule": False}
+
+
 class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def __init__(self, state_dir, listen="127.0.0.1", port=0, sans=(), token=None,
                  user="system:serviceaccount:default:default", tokens=None, admin_token=None,
                  history=5000, bookmark_interval=1.0, watch_timeout=1800.0, faults=None,
                  rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
-                 authorization=None, compact_interval=0.0, anonymous_auth=False,
-                 graceful_delete=False, history_seconds=0.0, realistic_pods=False,
-                 event_namespace_rule=False):
+                 authorization=None, compact_interval=0.0, anonymous_auth=None,
+                 graceful_delete=None, history_seconds=None, realistic_pods=None,
+                 event_namespace_rule=None):
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
         self.listen, self.req_port, self.sans = listen, port, list(sans)
@@ -55,11 +60,21 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.compact_interval = float(compact_interval or 0)
         # Fidelity options (README "Fidelity options"): each is a real kube-apiserver
         # behaviour that today's nicpick does not yet handle everywhere.
-        self.anonymous_auth = bool(anonymous_auth)
-        self.graceful_delete = bool(graceful_delete)
-        self.store.window = float(history_seconds or 0)
-        self.realistic_pods = bool(realistic_pods)
-        self.event_namespace_rule = bool(event_namespace_rule)
+        # An option left unset takes its value from $KUBEAPI_FIDELITY (a JSON object,
+        # e.g. {"graceful_delete": true}), so a whole test suite can run against the
+        # real behaviours without editing its fixtures; else its default (off).
+        env = json.loads(os.environ.get("KUBEAPI_FIDELITY") or "{}")
+        unknown = set(env) - set(FIDELITY_OPTIONS)
+        if unknown:
+            raise ApiError(400, f"KUBEAPI_FIDELITY: unknown options {sorted(unknown)}")
+
+        def opt(name, value):
+            return env.get(name, FIDELITY_OPTIONS[name]) if value is None else value
+        self.anonymous_auth = bool(opt("anonymous_auth", anonymous_auth))
+        self.graceful_delete = bool(opt("graceful_delete", graceful_delete))
+        self.store.window = float(opt("history_seconds", history_seconds) or 0)
+        self.realistic_pods = bool(opt("realistic_pods", realistic_pods))
+        self.event_namespace_rule = bool(opt("event_namespace_rule", event_namespace_rule))
         if rbac:
             self.set_rbac(rbac)
         self.counters_lock = threading.Lock()
