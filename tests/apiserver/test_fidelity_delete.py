@@ -10,6 +10,7 @@ Real sources (kubernetes/kubernetes):
   registry/store.go, Delete/updateForGracefulDeletionAndFinalizers: the object is
   updated (a MODIFIED event) and stays until deleted with grace 0 (by the kubelet)."""
 
+import calendar
 import time
 
 from apiclient import Api, pod, wait_for
@@ -19,13 +20,13 @@ from fidelity import NS, PODS, py_core, scheduled
 def test_scheduled_pod_is_deleted_gracefully(make_server):
     s = make_server(graceful_delete=True)
     api = Api(s)
-    s.create_pod(NS, scheduled("a", grace=1))
+    s.create_pod(NS, scheduled("a", grace=2))
     rv = api.get(PODS).body["metadata"]["resourceVersion"]
-    w = api.watch(f"{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=4")
+    w = api.watch(f"{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=6")
     r = api.req("DELETE", PODS + "/a")
     assert r.status == 200 and r.body["kind"] == "Pod"
     md = r.body["metadata"]
-    assert md["deletionGracePeriodSeconds"] == 1 and md["deletionTimestamp"].endswith("Z")
+    assert md["deletionGracePeriodSeconds"] == 2 and md["deletionTimestamp"].endswith("Z")
     # still there, and annotation patches still succeed while it terminates
     got = api.get(PODS + "/a")
     assert got.status == 200 and got.body["metadata"]["deletionTimestamp"]
@@ -94,9 +95,11 @@ def test_default_deletes_at_once_and_admin_delete_can_be_graceful(make_server, m
     s.create_pod(NS, scheduled("a"))
     assert api.req("DELETE", PODS + "/a").status == 200
     assert api.get(PODS + "/a").status == 404
-    s.create_pod(NS, scheduled("b", grace=1))
+    s.create_pod(NS, scheduled("b", grace=2))
     got = s.delete_object(NS, "b", graceful=True)
-    assert got["metadata"]["deletionGracePeriodSeconds"] == 1
+    assert got["metadata"]["deletionGracePeriodSeconds"] == 2
     assert api.get(PODS + "/b").status == 200
-    time.sleep(1.3)
-    assert wait_for(lambda: api.get(PODS + "/b").status == 404, timeout=3)
+    assert wait_for(lambda: api.get(PODS + "/b").status == 404, timeout=6)
+    # removed at the deletionTimestamp (to the second it is written with), not before
+    assert time.time() >= calendar.timegm(time.strptime(
+        got["metadata"]["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - 1

@@ -20,7 +20,7 @@ from fidelity import META_ONE, NS, PODS, py_core
 
 
 def test_history_seconds_expires_old_resource_versions(make_server):
-    s = make_server(history_seconds=0.5)
+    s = make_server(history_seconds=2)
     api = Api(s)
     s.create_pod(NS, pod("a"))
     rv = api.get(PODS).body["metadata"]["resourceVersion"]
@@ -29,7 +29,7 @@ def test_history_seconds_expires_old_resource_versions(make_server):
     w = api.watch(f"{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=1")
     assert [e["type"] for e in w.events(1)] == ["MODIFIED"]
     w.close()
-    time.sleep(0.7)
+    time.sleep(2.3)
     s.patch_object(NS, "a", {"metadata": {"labels": {"x": "2"}}})  # a write after the window
     w = api.watch(f"{PODS}?watch=1&resourceVersion={rv}&timeoutSeconds=1")
     ev = w.events(1)[0]
