@@ -39,10 +39,10 @@ def test_history_seconds_expires_old_resource_versions(make_server):
     assert ev["object"]["message"].startswith(f"too old resource version: {rv} (")
 
 
-def test_history_seconds_default_keeps_history_by_count_only(make_server, monkeypatch):
+def test_history_seconds_default_is_the_real_75_seconds(make_server, monkeypatch):
     monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
-    s = make_server()
-    assert s.configure()["history_seconds"] == 0
+    assert make_server().configure()["history_seconds"] == 75
+    assert make_server(history_seconds=0).configure()["history_seconds"] == 0
 
 
 def test_python_client_watch_gets_410_after_history_window(make_server):

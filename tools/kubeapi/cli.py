@@ -38,7 +38,7 @@ def main(argv=None):
                     "kubeconfig and serviceaccount/namespace")
     ap.add_argument("--history", type=int, default=5000, help="watch history length in "
                     "events (default 5000); older resourceVersions get 410 Expired")
-    ap.add_argument("--bookmark-interval", type=float, default=1.0,
+    ap.add_argument("--bookmark-interval", type=float, default=None,
                     help="seconds between BOOKMARK events (default 1)")
     ap.add_argument("--watch-timeout", type=float, default=1800.0,
                     help="watch duration when the client gives no timeoutSeconds")
@@ -53,7 +53,7 @@ def main(argv=None):
                     "stored Roles, ClusterRoles and bindings (seed them with --seed)")
     ap.add_argument("--history-seconds", type=float, default=None,
                     help="also drop watch history older than S seconds, as the watch "
-                    "cache keeps 75 s (eventFreshDuration); default 0: no time limit")
+                    "cache keeps 75 s (eventFreshDuration; the default); 0: no time limit")
     ap.add_argument("--anonymous-auth", action="store_true", default=None, help="a request without a "
                     "token is system:anonymous and gets 403, as kube-apiserver's default "
                     "(without it: 401, as --anonymous-auth=false)")

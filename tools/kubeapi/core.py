@@ -30,14 +30,15 @@ from .watch import WatchMixin
 
 
 # The fidelity options (README "Fidelity options") and their defaults.
-FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 0.0,
-                    "realistic_pods": False, "event_namespace_rule": False}
+FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 75.0,
+                    "realistic_pods": False, "event_namespace_rule": False,
+                    "bookmark_interval": 1.0}
 
 
 class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def __init__(self, state_dir, listen="127.0.0.1", port=0, sans=(), token=None,
                  user="system:serviceaccount:default:default", tokens=None, admin_token=None,
-                 history=5000, bookmark_interval=1.0, watch_timeout=1800.0, faults=None,
+                 history=5000, bookmark_interval=None, watch_timeout=1800.0, faults=None,
                  rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
                  authorization=None, compact_interval=0.0, anonymous_auth=None,
                  graceful_delete=None, history_seconds=None, realistic_pods=None,
@@ -52,7 +53,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.tokens = {self.token: user}
         self.tokens.update(tokens or {})
         self.store = Store(history)
-        self.bookmark_interval, self.watch_timeout = bookmark_interval, watch_timeout
+        self.watch_timeout = watch_timeout
         self.faults = FaultSet()
         self.faults.set(faults or [])
         self.rbac = {"deny": [], "allow": None}
@@ -75,6 +76,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.store.window = float(opt("history_seconds", history_seconds) or 0)
         self.realistic_pods = bool(opt("realistic_pods", realistic_pods))
         self.event_namespace_rule = bool(opt("event_namespace_rule", event_namespace_rule))
+        self.bookmark_interval = float(opt("bookmark_interval", bookmark_interval))
         if rbac:
             self.set_rbac(rbac)
         self.counters_lock = threading.Lock()
