@@ -39,6 +39,27 @@ def test_history_seconds_expires_old_resource_versions(make_server):
     assert ev["object"]["message"].startswith(f"too old resource version: {rv} (")
 
 
+def test_history_window_is_for_watches_only_lists_read_etcd(make_server):
+    # Real: a continue token or an Exact list is served from etcd (storage/etcd3), whose
+    # history only compaction (5 min) shortens, not the watch cache's window.
+    s = make_server(history_seconds=0.3)
+    api = Api(s)
+    for i in range(3):
+        s.create_pod(NS, pod(f"p{i}"))
+    first = api.get(PODS + "?limit=1").body
+    s.patch_object(NS, "p1", {"metadata": {"labels": {"x": "1"}}})
+    time.sleep(0.5)
+    s.patch_object(NS, "p2", {"metadata": {"labels": {"x": "1"}}})
+    assert int(s.state()["watch_floor"]) > int(first["metadata"]["resourceVersion"])
+    rest = api.get(PODS + "?continue=" + first["metadata"]["continue"])
+    assert rest.status == 200
+    assert [p["metadata"]["name"] for p in rest.body["items"]] == ["p1", "p2"]
+    assert "labels" not in rest.body["items"][0]["metadata"] or \
+        rest.body["items"][0]["metadata"]["labels"] == {}       # the snapshot's state
+    rv = first["metadata"]["resourceVersion"]
+    assert api.get(f"{PODS}?resourceVersion={rv}&resourceVersionMatch=Exact").status == 200
+
+
 def test_history_seconds_default_is_the_real_75_seconds(make_server, monkeypatch):
     monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
     assert make_server().configure()["history_seconds"] == 75

@@ -118,7 +118,10 @@ class AdminMixin:
         if op == "state":
             with self.store.wlock:
                 nw = len(self.store.watchers)
+            with self.store.lock:
+                wfloor = self.store.watch_floor()
             return {"resourceVersion": str(self.store.rv), "floor": str(self.store.floor),
+                    "watch_floor": str(wfloor),
                     "history": len(self.store.history), "watchers": nw,
                     "connections": len(self.conns),
                     "objects": {k: len(v) for k, v in self.store.objects.items()}}

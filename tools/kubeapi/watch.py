@@ -96,7 +96,7 @@ class WatchMixin:
                                   f"({self.store.floor})")
                 elif err is None and rv_param not in ("", "0") and not initial_events:
                     try:
-                        self.store.since(int(rv_param))
+                        self.store.since(int(rv_param), watch=True)
                         last = int(rv_param)
                     except ApiError as e:
                         err = e
@@ -123,7 +123,7 @@ class WatchMixin:
                 w.wake.clear()
                 with self.store.lock:
                     try:
-                        evs = self.store.since(last)
+                        evs = self.store.since(last, watch=True)
                     except ApiError as e:   # Real: a watcher that fell behind is expired
                         req["watch_error"] = e.code
                         send("ERROR", e.status())
