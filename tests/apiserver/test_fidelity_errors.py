@@ -179,9 +179,14 @@ def test_event_without_event_time_has_only_the_namespace_rule(server):
         "involvedObject.namespace"
 
 
-def test_event_namespace_rule_option(make_server):
-    s = make_server(event_namespace_rule=True)
-    api = Api(s)
+def test_event_namespace_rule(make_server, monkeypatch):
+    monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
+    api = Api(make_server())
     ev = {"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}}
-    assert api.req("POST", "/api/v1/namespaces/train/events", ev).status == 422
+    r = api.req("POST", "/api/v1/namespaces/train/events", ev)
+    assert r.status == 422 and r.body["message"] == \
+        'Event "e" is invalid: involvedObject.namespace: Invalid value: "": does not match ' \
+        'event.namespace'
     assert api.req("POST", EVENTS, ev).status == 201       # "default" is allowed
+    off = Api(make_server(event_namespace_rule=False, subprocess=True))
+    assert off.req("POST", "/api/v1/namespaces/train/events", ev).status == 201

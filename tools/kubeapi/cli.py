@@ -61,9 +61,10 @@ def main(argv=None):
                     "gracefully: deletionTimestamp, removal after the grace period")
     ap.add_argument("--realistic-pods", action="store_true", default=None, help="created pods carry "
                     "managedFields, full defaults and a running status, as a real pod")
-    ap.add_argument("--event-namespace-rule", action="store_true", default=None, help="a core/v1 Event "
-                    "without eventTime and without involvedObject.namespace must be in "
-                    "default (legacyValidateEvent)")
+    ap.add_argument("--no-event-namespace-rule", action="store_false", default=None,
+                    dest="event_namespace_rule", help="accept a core/v1 Event without "
+                    "eventTime and involvedObject.namespace in any namespace (real: only "
+                    "in default, legacyValidateEvent)")
     ap.add_argument("--seed", type=lambda p: _json_arg("@" + p), dest="seed_file", metavar="FILE",
                     help="JSON file of objects to create at start (see README)")
     ap.add_argument("--seed-json", type=_json_arg, help=argparse.SUPPRESS)

@@ -60,10 +60,11 @@ class Server:
                 args += [flag, str(kw[k])]
         for k, flag in (("anonymous_auth", "--anonymous-auth"),
                         ("graceful_delete", "--graceful-delete"),
-                        ("realistic_pods", "--realistic-pods"),
-                        ("event_namespace_rule", "--event-namespace-rule")):
+                        ("realistic_pods", "--realistic-pods")):
             if kw.get(k):
                 args.append(flag)
+        if kw.get("event_namespace_rule") is False:
+            args.append("--no-event-namespace-rule")
         for s in kw.get("sans") or ():
             args += ["--san", s]
         for f in kw.get("faults") or ():
