@@ -125,7 +125,9 @@ def test_metadata_only_watch_error_event_stays_a_status(server):
     assert e["object"]["code"] == 410
 
 
-def test_bookmark_interval_is_configurable_to_the_real_minute(make_server):
+def test_bookmark_interval_defaults_to_the_real_minute(make_server, monkeypatch):
+    monkeypatch.delenv("KUBEAPI_FIDELITY", raising=False)
+    assert make_server(bookmark_interval=None).configure()["bookmark_interval"] == 60
     s = make_server(bookmark_interval=60)
     api = Api(s)
     s.create_pod(NS, pod("a"))

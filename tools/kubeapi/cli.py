@@ -39,7 +39,8 @@ def main(argv=None):
     ap.add_argument("--history", type=int, default=5000, help="watch history length in "
                     "events (default 5000); older resourceVersions get 410 Expired")
     ap.add_argument("--bookmark-interval", type=float, default=None,
-                    help="seconds between BOOKMARK events (default 1)")
+                    help="seconds between BOOKMARK events (default 60, as kube-apiserver's "
+                    "bookmarkFrequency)")
     ap.add_argument("--watch-timeout", type=float, default=1800.0,
                     help="watch duration when the client gives no timeoutSeconds")
     ap.add_argument("--fault", action="append", type=_json_arg, default=[],

@@ -32,7 +32,7 @@ from .watch import WatchMixin
 # The fidelity options (README "Fidelity options") and their defaults.
 FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 75.0,
                     "realistic_pods": False, "event_namespace_rule": True,
-                    "bookmark_interval": 1.0}
+                    "bookmark_interval": 60.0}
 
 
 class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
