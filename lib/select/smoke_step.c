@@ -249,7 +249,12 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 
 	if (ret == 0 && !rep->result.ok && rep->result.unavailable && !required)
 		return skip(rep, rep->result.error);
-	struct smoke_expect x = { .ifname = p->ifname, .ib_hca = p->ib_hca };
+	/* The companion bootstraps through NCCL_COMM_ID, so NCCL took the
+	 * bootstrap interface by rank 0's subnet (smoke.h, smoke_boot_rule). */
+	const char *ifs[1] = { p->ifname };
+	struct smoke_expect x = { .ifs = ifs, .n_ifs = p->ifname ? 1 : 0, .ib_hca = p->ib_hca,
+				  .boot = so.comm_id ? SMOKE_BOOT_SUBNET : SMOKE_BOOT_IFNAME,
+				  .required = required };
 	if (o->min_busbw > 0) {
 		x.min_busbw = o->min_busbw;
 		snprintf(x.min_busbw_why, sizeof(x.min_busbw_why), "--min-busbw %g", o->min_busbw);
@@ -260,7 +265,8 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	}
 	rep->min_busbw = x.min_busbw;
 	snprintf(rep->min_busbw_why, sizeof(rep->min_busbw_why), "%s", x.min_busbw_why);
-	if (ret < 0 || smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr) < 0) {
+	int verdict = ret < 0 ? -1 : smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr);
+	if (verdict < 0) {
 		rep->status = SMOKE_FAILED;
 		snprintf(rep->reason, sizeof(rep->reason), "%s", serr.msg);
 		if (rep->suspect >= 0)
@@ -274,6 +280,11 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
 	}
 	rep->status = SMOKE_PASSED;
+	if (verdict > 0) { /* passed, but NCCL's log cannot show the network */
+		snprintf(rep->not_proven, sizeof(rep->not_proven), "%s", serr.msg);
+		if (o->ex.log)
+			o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->not_proven);
+	}
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
 	if (rep->suspect >= 0 && o->ex.log)
 		o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->suspect_text);

@@ -16,6 +16,10 @@
  *   init-error  init fails with ncclSystemError and a last-error text
  *   wrong-sums  element 0 of every result is off by one
  *   wrong-if    the log says NCCL used FAKEGPU_IF (e.g. cni0)
+ *   subnet-boot only the bootstrap line names FAKEGPU_IF, as NCCL's
+ *               ncclFindInterfaceMatchSubnet does with NCCL_COMM_ID set and
+ *               another interface on rank 0's subnet; data as agreed
+ *   local-only  every channel via P2P/SHM, none via NET/ (one node)
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
  *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
@@ -304,6 +308,12 @@ static const char *iface(void)
 	return v[0] == '=' ? v + 1 : v;
 }
 
+static const char *boot_iface(void)
+{
+	const char *v = getenv("FAKEGPU_IF");
+	return is("subnet-boot") && v ? v : iface();
+}
+
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id, int rank,
 				    ncclConfig_t *cfg)
 {
@@ -315,7 +325,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id
 	c->started_ms = now_ms();
 	*comm = c;
 	log_info("NCCL version 2.28.9+cuda13.0 (test double)");
-	log_info("Bootstrap: Using %s:10.0.0.%d<0>", iface(), rank + 1);
+	log_info("Bootstrap: Using %s:10.0.0.%d<0>", boot_iface(), rank + 1);
 	if (is("init-error"))
 		return ncclInProgress;
 	char p[1024];
@@ -344,8 +354,12 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 		c->joined = true;
 		log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
 		log_info("Using network Socket");
-		log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
-			 (c->rank + 1) % c->world);
+		if (is("local-only"))
+			log_info("Channel 00/0 : %d[0] -> %d[0] via P2P/CUMEM", c->rank,
+				 (c->rank + 1) % c->world);
+		else
+			log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
+				 (c->rank + 1) % c->world);
 		log_info("comm %p rank %d nranks %d cudaDev 0 busId 0 - Init COMPLETE", (void *)c,
 			 c->rank, c->world);
 	}

@@ -111,12 +111,32 @@ def test_wrong_sums_are_a_failure(nicpick_bin, gpu_env):
 
 
 def test_nccl_using_another_device_is_a_failure(nicpick_bin, gpu_env):
+    # The smoke step bootstraps through NCCL_COMM_ID, where NCCL picks the
+    # bootstrap interface by rank 0's subnet, so the data path names it.
     env = dict(gpu_env, FAKEGPU_MODE="wrong-if", FAKEGPU_IF="cni0")
     for p, rep, _ in ranks(nicpick_bin, env):
         assert p.returncode == 6, p.stderr_text
-        assert "NCCL bootstrapped on cni0:" in error_line(p)
+        assert "NCCL used NET/Socket on cni0:" in error_line(p)
         assert "not the agreed lo" in error_line(p)
         assert rep["nccl_log"]["bootstrap"]["interface"] == "cni0"
+
+
+def test_a_bootstrap_by_rank_0s_subnet_is_not_a_false_alarm(nicpick_bin, gpu_env):
+    # Another interface on rank 0's subnet carries the smoke step's
+    # bootstrap (ncclFindInterfaceMatchSubnet); the data used the agreed one.
+    env = dict(gpu_env, FAKEGPU_MODE="subnet-boot", FAKEGPU_IF="eth0")
+    for p, rep, _ in ranks(nicpick_bin, env):
+        assert p.returncode == 0, p.stderr_text
+        assert rep["nccl_log"]["bootstrap"]["interface"] == "eth0"
+        assert rep["nccl_log"]["net_socket"][0]["interface"] == "lo"
+
+
+def test_no_channel_over_the_network_is_not_proven(nicpick_bin, gpu_env):
+    # nicpick smoke is required: a run the log cannot prove exits 6.
+    for p, rep, _ in ranks(nicpick_bin, dict(gpu_env, FAKEGPU_MODE="local-only")):
+        assert p.returncode == 6, p.stderr_text
+        assert "--smoke required: not proven: no channel ran over the network" in error_line(p)
+        assert rep["nccl_log"]["channels"] == 0 and rep["nccl_log"]["channels_local"] == 1
 
 
 def test_a_peer_that_dies_mid_test_does_not_hang_the_others(nicpick_bin, gpu_env):
@@ -336,6 +356,22 @@ def test_job_agrees_then_proves_the_network_with_ranks_from_the_agreement(make_c
         result = c.annotation(p.name, "nicpick.io/result")
         assert "smoke all-reduce passed" in result, result
         assert len(s["ring_in_gbps"]) == len(c.pods), (p.name, s)
+
+
+def test_job_under_auto_warns_when_the_log_cannot_prove_the_network(make_cluster, gpu_env,
+                                                                    monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKEGPU_MODE", "local-only")
+    c = make_cluster()
+    run_job(c, "--expect", str(len(c.pods)), "--smoke", "auto", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 0)
+    for p in c.pods:
+        s = C.decision_of(p)["smoke"]
+        assert s["status"] == "passed", (p.name, s)
+        assert s["not_proven"].startswith("not proven: no channel ran over the network"), s
+        result = c.annotation(p.name, "nicpick.io/result")
+        assert "smoke all-reduce passed" in result and "not proven: " in result, result
 
 
 def test_job_names_the_pod_behind_a_slow_ring_link(make_cluster, gpu_env, monkeypatch):
