@@ -105,9 +105,11 @@ static const char *index_tag(const char *s, const char *end)
 	return d > s + 1 && d < end && *d == ']' ? d + 1 : NULL;
 }
 
+/* The end of a token: the next blank, or stop (0: none; a log may hold
+ * NUL bytes). */
 static const char *token_end(const char *s, const char *end, char stop)
 {
-	while (s < end && *s != ' ' && *s != stop)
+	while (s < end && *s != ' ' && (!stop || *s != stop))
 		s++;
 	return s;
 }

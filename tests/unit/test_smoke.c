@@ -284,6 +284,13 @@ static void hostile_log_lines_do_not_break_the_parser(void **state)
 	assert_true(log.channel_mixed);
 	assert_int_equal(log.n_warn, 1);
 	assert_string_equal(log.warn[0], "no newline");
+	/* A NUL byte inside a device list ends no loop (a fuzzer's find). */
+	static const char nul[] = "x [0] NCCL INFO NET/IB : Usingg [0]a\0b:1/IB [1]={[0] c\0d:1/IB,\0 }\n";
+	struct smoke_log l2 = { 0 };
+	smoke_log_parse(nul, sizeof(nul) - 1, &l2);
+	assert_int_equal(l2.n_ib, 2);
+	assert_string_equal(l2.ib[0].name, "a?b:1");
+	assert_string_equal(l2.ib[1].name, "c?d:1");
 	/* Bounded by its field, so never equal to a real (shorter) name. */
 	assert_true(strlen(log.socket[0].name) < sizeof(log.socket[0].name));
 	np_error err;
