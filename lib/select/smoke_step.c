@@ -113,6 +113,30 @@ static void remove_stale(const char *out_dir)
 	closedir(d);
 }
 
+/* --nccl-debug keeps NCCL's files in OUT/nccl-debug: an earlier run's
+ * nccl-debug.* would be read with this run's and could decide its verdict,
+ * so they go before the companion starts.  Training's own train.* files
+ * stay. */
+static int remove_logs(const char *dir, np_error *err)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return np_error_set(err, NP_EINTERNAL, errno, "cannot read %s", dir);
+	struct dirent *de;
+	int ret = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "nccl-debug.", 11) != 0)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
+			ret = np_error_set(err, NP_EINTERNAL, errno,
+					   "cannot remove an earlier run's %s/%s", dir, de->d_name);
+			break;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
 static int skip(struct smoke_report *rep, const char *why)
 {
 	rep->status = SMOKE_SKIPPED;
@@ -187,6 +211,8 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", o->out_dir);
 		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
+		if (remove_logs(log_dir, err) < 0)
+			return -1;
 	} else {
 		remove_stale(o->out_dir);
 		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", o->out_dir);

@@ -302,6 +302,23 @@ def test_nccl_debug_keeps_the_log_and_makes_training_log_too(nicpick, node, out_
     assert f"export NCCL_DEBUG_FILE='{out_dir}/nccl-debug/train.%h.%p'" in env
 
 
+def test_nccl_debug_reads_only_this_runs_log(nicpick, node, out_dir, gpu_env):
+    # A file an earlier run left in OUT/nccl-debug names the decoy bridge;
+    # were it read, this run would fail.  Training's own files stay.
+    (out_dir / "nccl-debug").mkdir(parents=True)
+    stale = out_dir / "nccl-debug" / "nccl-debug.old.1"
+    stale.write_text("h:1:1 [0] NCCL INFO NET/Socket : Using [0]cni0:10.244.0.1<0>\n")
+    train = out_dir / "nccl-debug" / "train.old.1"
+    train.write_text("kept\n")
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K",
+               "--nccl-debug")
+    assert p.returncode == 0, p.stderr
+    assert not stale.exists()
+    assert train.read_text() == "kept\n"
+    s = json.loads((out_dir / "decision.json").read_text())["smoke"]
+    assert [i["interface"] for i in s["nccl_log"]["net_socket"]] == ["eth1"], s
+
+
 def test_smoke_reads_a_finished_out_dir(nicpick, node, out_dir, gpu_env):
     assert select(nicpick, node, out_dir, gpu_env, "--smoke", "off").returncode == 0
     p = nicpick.run("smoke", "--out-dir", str(out_dir), "--smoke-bytes", "64K", ns=node,
