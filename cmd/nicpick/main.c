@@ -146,17 +146,21 @@ static const char *const next_step[] = {
 	[NP_ESMOKE] = "the smoke all-reduce failed or could not run; rerun with --nccl-debug to keep NCCL's log",
 };
 
+/* With --nccl-debug the log is already kept: say where, not "rerun with". */
+static char smoke_kept[4200];
+
 static int fail(const np_error *err)
 {
 	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
+	const char *next = st == NP_ESMOKE && smoke_kept[0] ? smoke_kept : next_step[st];
 	char code[8];
 	snprintf(code, sizeof(code), "%d", st);
 	if (log_fmt == NP_LOG_JSON) {
-		struct np_log_field f[] = { { "exit_code", code }, { "next", next_step[st] } };
+		struct np_log_field f[] = { { "exit_code", code }, { "next", next } };
 		emit("error", "exit", false, err->msg, f, 2);
 	} else {
 		char *msg = NULL;
-		if (asprintf(&msg, "%s (%s)", err->msg, next_step[st]) < 0)
+		if (asprintf(&msg, "%s (%s)", err->msg, next) < 0)
 			msg = NULL;
 		emit("error", "exit", false, msg ? msg : err->msg, NULL, 0);
 		free(msg);
@@ -532,6 +536,10 @@ static int parse(int argc, char **argv, enum mode mode, struct cli *cli)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (cli->sel.snapshot && (cli->sel.src.sysfs_root || cli->sel.src.netlink_json))
 		return usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	if (cli->sel.nccl_debug && cli->sel.out_dir)
+		snprintf(smoke_kept, sizeof(smoke_kept),
+			 "the smoke all-reduce failed or could not run; NCCL's log is in %s/nccl-debug",
+			 cli->sel.out_dir);
 	return 0;
 }
 

@@ -302,6 +302,23 @@ def test_nccl_debug_keeps_the_log_and_makes_training_log_too(nicpick, node, out_
     assert f"export NCCL_DEBUG_FILE='{out_dir}/nccl-debug/train.%h.%p'" in env
 
 
+def test_a_failure_under_nccl_debug_points_at_the_kept_log(nicpick, node, out_dir, gpu_env):
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
+               "required", "--smoke-bytes", "64K", "--nccl-debug")
+    assert p.returncode == 6, p.stderr
+    p.stderr_text = p.stderr
+    line = error_line(p)
+    assert "gave wrong sums" in line
+    assert "rerun with --nccl-debug" not in line, line
+    assert f"NCCL's log is in {out_dir}/nccl-debug" in line, line
+    assert any(f.startswith("nccl-debug.") for f in os.listdir(out_dir / "nccl-debug"))
+    # Without the flag, the hint stays.
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
+               "required", "--smoke-bytes", "64K")
+    p.stderr_text = p.stderr
+    assert "rerun with --nccl-debug to keep NCCL's log" in error_line(p)
+
+
 def test_nccl_debug_reads_only_this_runs_log(nicpick, node, out_dir, gpu_env):
     # A file an earlier run left in OUT/nccl-debug names the decoy bridge;
     # were it read, this run would fail.  Training's own files stay.
