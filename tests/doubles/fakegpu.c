@@ -20,6 +20,9 @@
  *               ncclFindInterfaceMatchSubnet does with NCCL_COMM_ID set and
  *               another interface on rank 0's subnet; data as agreed
  *   local-only  every channel via P2P/SHM, none via NET/ (one node)
+ *   ib-absent   with NCCL_IB_HCA set, no RDMA device: NCCL 2.28's lines for
+ *               it, then sockets (otherwise the HCAs named are used, as
+ *               NET/IB lines in 2.28's format, transport/net_ib.cc)
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
  *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
@@ -352,14 +355,35 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 			return ncclSuccess;
 		}
 		c->joined = true;
-		log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
-		log_info("Using network Socket");
+		const char *hca = getenv("NCCL_IB_HCA");
+		bool ib = hca && *hca && !is("ib-absent");
+		if (ib) {
+			/* "=mlx5_0:1,mlx5_1" -> " [0]mlx5_0:1/IB [1]mlx5_1:1/IB" */
+			char line[2048] = "";
+			int n = 0;
+			for (const char *p = hca[0] == '=' ? hca + 1 : hca; *p;) {
+				size_t len = strcspn(p, ",");
+				size_t o = strlen(line);
+				snprintf(line + o, sizeof(line) - o, " [%d]%.*s%s/IB", n++, (int)len, p,
+					 memchr(p, ':', len) ? "" : ":1");
+				p += len + (p[len] == ',');
+			}
+			log_info("NET/IB : Using%s ; OOB %s:10.0.0.%d<0>", line, iface(), c->rank + 1);
+			log_info("Using network IB");
+		} else {
+			if (hca && *hca) {
+				log_info("NET/IB : No device found.");
+				log_info("Failed to initialize NET plugin IB");
+			}
+			log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
+			log_info("Using network Socket");
+		}
 		if (is("local-only"))
 			log_info("Channel 00/0 : %d[0] -> %d[0] via P2P/CUMEM", c->rank,
 				 (c->rank + 1) % c->world);
 		else
-			log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
-				 (c->rank + 1) % c->world);
+			log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/%s/0", c->rank,
+				 (c->rank + 1) % c->world, ib ? "IB" : "Socket");
 		log_info("comm %p rank %d nranks %d cudaDev 0 busId 0 - Init COMPLETE", (void *)c,
 			 c->rank, c->world);
 	}

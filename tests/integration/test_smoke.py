@@ -121,6 +121,35 @@ def test_nccl_using_another_device_is_a_failure(nicpick_bin, gpu_env):
         assert rep["nccl_log"]["bootstrap"]["interface"] == "cni0"
 
 
+def dgx_select(nicpick_bin, out_dir, env):
+    d = ROOT / "tests" / "fixtures" / "dgx-h100"
+    return run(nicpick_bin, "select", "--peers", "none", "--out-dir", str(out_dir), "--smoke",
+               "required", "--smoke-bytes", "64K", "--sysfs", str(d / "sys"), "--netlink-json",
+               str(d / "ip.json"), env=env)
+
+
+def test_rdma_agreed_and_used_passes(nicpick_bin, gpu_env, tmp_path):
+    p = dgx_select(nicpick_bin, tmp_path / "out", gpu_env)
+    assert p.returncode == 0, p.stderr
+    d = json.loads((tmp_path / "out" / "decision.json").read_text())
+    hcas = d["choice"]["ib_hca"].lstrip("=").split(",")
+    assert len(hcas) > 1, d["choice"]
+    assert d["smoke"]["nccl_log"]["net_ib"] == hcas
+    assert d["smoke"]["nccl_log"]["network"] == "IB"
+
+
+def test_rdma_agreed_but_sockets_used_is_exit_6_quoting_nccl(nicpick_bin, gpu_env, tmp_path):
+    # No /dev/infiniband in the container: NCCL says so in an INFO line and
+    # runs on sockets; the proof must not pass.
+    p = dgx_select(nicpick_bin, tmp_path / "out", dict(gpu_env, FAKEGPU_MODE="ib-absent"))
+    assert p.returncode == 6, p.stderr
+    p.stderr_text = p.stderr
+    line = error_line(p)
+    assert "NCCL fell back to sockets although nicpick chose the HCAs mlx5_0:1" in line, line
+    assert '"NET/IB : No device found."' in line, line
+    assert not (tmp_path / "out" / "nccl.env").exists()
+
+
 def test_a_bootstrap_by_rank_0s_subnet_is_not_a_false_alarm(nicpick_bin, gpu_env):
     # Another interface on rank 0's subnet carries the smoke step's
     # bootstrap (ncclFindInterfaceMatchSubnet); the data used the agreed one.
