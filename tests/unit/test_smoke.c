@@ -156,7 +156,7 @@ static void real_nccl_2_28_socket_log(void **state)
 	assert_int_equal(log.n_socket, 1);
 	assert_string_equal(log.socket[0].name, "va");
 	assert_string_equal(log.socket[0].addr, "10.9.0.1");
-	assert_true(log.has_bootstrap); /* "Bootstrap: Using" (2.23+ spelling) */
+	assert_true(log.has_bootstrap); /* "Bootstrap: Using" (2.24+ spelling) */
 	assert_string_equal(log.bootstrap.name, "va");
 	assert_string_equal(log.channel_net, "Socket");
 	assert_int_equal(log.n_channels, 4);
@@ -176,7 +176,7 @@ static void the_decoy_bridge_is_named(void **state)
 {
 	struct smoke_log log;
 	parse_file("decoy-cni0.log", &log);
-	assert_true(log.has_bootstrap); /* "Bootstrap : Using" (before 2.23) */
+	assert_true(log.has_bootstrap); /* "Bootstrap : Using" (before 2.24) */
 	assert_string_equal(log.bootstrap.name, "cni0");
 	assert_int_equal(log.n_socket, 3);
 	assert_string_equal(log.socket[2].name, "vc1");
