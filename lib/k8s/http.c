@@ -53,6 +53,7 @@ static int server_name_setup(struct k8s_client *c, np_error *err)
 {
 	CURLU *u = curl_url();
 	char *host = NULL, *port = NULL;
+	cleanup_free char *map = NULL;
 	int rc = -1;
 	if (!u) {
 		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
@@ -75,7 +76,6 @@ static int server_name_setup(struct k8s_client *c, np_error *err)
 		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
 		goto out;
 	}
-	cleanup_free char *map = NULL;
 	if (asprintf(&map, "%s:%s:%s:%s", c->cfg.tls_server_name, port, host, port) < 0) {
 		map = NULL;
 		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
