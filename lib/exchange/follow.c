@@ -150,7 +150,7 @@ static int probe_now(struct ex *x, np_error *err)
 			return -1;
 	long bytes = a->state == EXCHANGE_MEASURE ? x->o->probe_throughput_bytes : 0;
 	struct exchange_probe pr;
-	if (ex_probe_round(x, a->leader, a->epoch, a->parts, a->n_parts, bytes, &pr, err) < 0)
+	if (ex_probe_round(x, a->leader, a->epoch, a->token, a->parts, a->n_parts, bytes, &pr, err) < 0)
 		return -1;
 	x->f.probed_epoch = a->epoch;
 	snprintf(x->f.probed_leader, sizeof(x->f.probed_leader), "%s", a->leader);
@@ -299,5 +299,6 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	res->min_mbps = p->min_mbps;
 	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
 	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);
+	snprintf(res->probe_warning, sizeof(res->probe_warning), "%s", a->warning);
 	return 0;
 }
