@@ -25,6 +25,9 @@ struct follow_state {
 	struct exchange_progress progress;
 	int probed_epoch; /* the round this pod has probed for */
 	char probed_leader[AGREE_UID_MAX];
+	/* ... and its token: a gatherer whose container restarted hands out
+	 * the same round again with a new token, which must be probed again */
+	char probed_token[PROBE_TOKEN_MAX];
 };
 
 enum follow_action { FOLLOW_WAIT, FOLLOW_PROBE, FOLLOW_DONE, FOLLOW_FAIL };

@@ -108,7 +108,8 @@ enum follow_action follow_next(const struct follow_state *s, np_error *err)
 		failure("the gatherer failed", a->status, a->reason, err);
 		return FOLLOW_FAIL;
 	}
-	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0;
+	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0 &&
+		      strcmp(s->probed_token, a->token) == 0;
 	/* A container restarted after its round ended (same pod, same part)
 	 * takes the result as it stands: its neighbours have finished and
 	 * stopped listening. */
@@ -154,6 +155,7 @@ static int probe_now(struct ex *x, np_error *err)
 		return -1;
 	x->f.probed_epoch = a->epoch;
 	snprintf(x->f.probed_leader, sizeof(x->f.probed_leader), "%s", a->leader);
+	snprintf(x->f.probed_token, sizeof(x->f.probed_token), "%s", a->token);
 	return 0;
 }
 

@@ -230,7 +230,9 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	x->g->state = state;
 	/* A token per round: a probe of an earlier round, or by anyone who did
 	 * not read this round's assignment, does not count. */
-	if (probe_token_new(x->g->token, err) < 0)
+	if (x->g->epoch == x->g->resume_epoch && probe_token_ok(x->g->resume_token))
+		snprintf(x->g->token, sizeof(x->g->token), "%s", x->g->resume_token);
+	else if (probe_token_new(x->g->token, err) < 0)
 		return -1;
 	return gather_publish_round(x, NULL, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
@@ -543,6 +545,14 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!g)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	x->g = g;
+	const char *own = ex_annotation(x->pod, EXCHANGE_ANN_ASSIGN);
+	struct exchange_assignment a;
+	np_error e = { 0 };
+	if (own && exchange_assignment_parse(own, strlen(own), &a, &e) == 0 && strcmp(a.leader, x->uid) == 0 &&
+	    a.state != EXCHANGE_FAILED) {
+		g->resume_epoch = a.epoch;
+		snprintf(g->resume_token, sizeof(g->resume_token), "%s", a.token);
+	}
 	if (count_pods(x, err) < 0)
 		return -1;
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);

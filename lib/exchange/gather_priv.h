@@ -43,6 +43,12 @@ struct gather {
 	int n_pods; /* pods in the round's decision */
 	char probe_status[EXCHANGE_DETAIL_MAX];
 	char token[PROBE_TOKEN_MAX]; /* the round's probe token */
+	/* What an earlier run of this gatherer's container (same pod, same
+	 * uid) handed out last, from its own assignment: handing out that round
+	 * again, it gives the same token, so that the pods still probing it
+	 * are not turned away. */
+	int resume_epoch;
+	char resume_token[PROBE_TOKEN_MAX];
 	char warning[EXCHANGE_REASON_MAX]; /* networks that failed their probe */
 	char published[1024]; /* the progress last written on the gatherer's pod */
 	bool need_assign; /* a pod restarted and lost its assignment */

@@ -342,6 +342,8 @@ static void test_follower_steps_from_a_table(void **state)
 		{ "a measure part: probe it", EXCHANGE_MEASURE, EXCHANGE_MEASURE, 2, false, false, FOLLOW_PROBE, 0 },
 		{ "probed, round open", EXCHANGE_PROBE, EXCHANGE_PROBE, 2, true, false, FOLLOW_WAIT, 0 },
 		{ "probed, round final", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, true, false, FOLLOW_DONE, 0 },
+		{ "probed the round with another token", EXCHANGE_PROBE, EXCHANGE_PROBE, 2, true, false,
+		  FOLLOW_PROBE, 0 },
 		{ "final round of an older epoch", EXCHANGE_PROBE, EXCHANGE_FINAL, 1, true, false, FOLLOW_WAIT, 0 },
 		{ "final round of another gatherer", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, true, true, FOLLOW_WAIT, 0 },
 		{ "restarted after the round ended", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, false, false, FOLLOW_DONE, 0 },
@@ -381,7 +383,10 @@ static void test_follower_steps_from_a_table(void **state)
 		if (cases[i].probed) {
 			s.probed_epoch = s.assign.epoch;
 			snprintf(s.probed_leader, sizeof(s.probed_leader), "%s", s.assign.leader);
+			snprintf(s.probed_token, sizeof(s.probed_token), "%s", s.assign.token);
 		}
+		if (cases[i].probed && strstr(cases[i].name, "another token"))
+			snprintf(s.probed_token, sizeof(s.probed_token), "ffffffffffffffffffffffffffffffff");
 		np_error err = { 0 };
 		enum follow_action got = follow_next(&s, &err);
 		if (got != cases[i].want)
