@@ -183,10 +183,12 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_RESULT, message);
 	int r = k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err);
 	json_decref(patch);
+	/* A job that left a network that failed its probe says so as a
+	 * Warning, so that it shows among the pod's warnings. */
 	if (r == 0)
 		r = k8s_create_event(k, o->k8s->namespace, res->pod,
 				     ok ? "NetworkSelected" : "NetworkSelectionFailed", message,
-				     ok ? "Normal" : "Warning", err);
+				     ok && !res->probe_warning[0] ? "Normal" : "Warning", err);
 	k8s_client_free(k);
 	return r;
 }

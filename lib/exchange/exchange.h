@@ -98,7 +98,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
 void exchange_result_free(struct exchange_result *res);
 
-/* After the outputs are written: the result annotation and an Event. */
+/* After the outputs are written: the result annotation and an Event
+ * (NetworkSelected; type Warning when res->probe_warning is set). */
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
 			    bool ok, const char *message, np_error *err);
 
