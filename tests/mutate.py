@@ -32,7 +32,7 @@ MUTATIONS = {
                           "if (0 && len > AGREE_REPORT_MAX_BYTES) {",
                           ["tests/integration/test_agree_e2e.py"]),
     # The probe listener's authentication and bounds (docs/security.md).
-    "probe-token": ("lib/probe/probe.c", "\treturn diff == 0;", "\treturn diff == diff;",
+    "probe-token": ("lib/probe/probe.c", "\treturn diff == 0;", "\treturn diff == 0 || a != b;",
                     ["tests/integration/test_probe_hostile.py"]),
     "probe-peer-address": ("lib/probe/probe.c",
                            "if (o->peer_addr && o->peer_addr[0] && !same_addr(seen, o->peer_addr))",
