@@ -176,6 +176,10 @@ static const struct cli_opt opts[] = {
 	  "NCCL_IB_HCA, GLOO_SOCKET_IFNAME, NCCL_CONF_FILE or NCCL_SOCKET_FAMILY\n"
 	  "to a value that overrides the outputs (default: a warning)",
 	  CLI_SEC_AGREE, SEL, CLI_FLAG(sel.strict_env) },
+	{ "strict", no_argument, "--strict",
+	  "fail (exit 4) when the preferred network fails its probe, instead\n"
+	  "of moving the job to the next network with a warning",
+	  CLI_SEC_AGREE, SEL, CLI_FLAG(sel.ex.strict) },
 	{ "require-same-versions", no_argument, "--require-same-versions",
 	  "fail (exit 6) before the smoke test when the pods' NCCL, CUDA\n"
 	  "driver or runtime, or GPU model differ (default: a warning)",

@@ -30,6 +30,10 @@
  *     score the policy score on that node (higher is better)
  *     rdma  optional: "hca:port" of an active RDMA port on the interface
  *     mtu   the interface's MTU, 0 unknown
+ *     rt    optional: true when the kernel routes this candidate's subnet
+ *           through `if`, false when through another interface; only on
+ *           candidates that share their subnet with another of the report.
+ *           The agreement assigns a pod the routed one of such a group.
  *   gpu    optional (report version 2): what the smoke test would use here,
  *          {"smoke":"","nccl":22809,"driver":13000,"runtime":13000,
  *           "model":"NVIDIA H200"}; smoke is "" when it can run, else
@@ -74,6 +78,15 @@
 #define AGREE_SMOKE_WHY_MAX 24
 #define AGREE_VERSIONS_TEXT_MAX 1024 /* the job-wide warning and skip reason */
 
+/* Whether the kernel routes a candidate's subnet through its interface:
+ * known (and reported) only where a pod has several candidates on one
+ * subnet, the one case where it decides which interface NCCL must use. */
+enum agree_route {
+	AGREE_ROUTE_UNKNOWN,
+	AGREE_ROUTE_USED,   /* "rt":true */
+	AGREE_ROUTE_UNUSED, /* "rt":false: the route to the subnet leaves elsewhere */
+};
+
 struct agree_cand {
 	char ifname[IFNAMSIZ];
 	char cls[AGREE_CLS_MAX];
@@ -88,6 +101,7 @@ struct agree_cand {
 	long score;
 	char rdma[AGREE_RDMA_MAX]; /* "" none */
 	int mtu;		   /* 0 unknown */
+	enum agree_route route;	   /* "rt" */
 };
 
 /* What the smoke test would use on a pod (nicpick-smoke info). */

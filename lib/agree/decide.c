@@ -3,7 +3,9 @@
  * Every (pod, candidate address) becomes an entry keyed by its network.  Two
  * sorts of the entries do all the work in O(E log E), E = all entries:
  * (network, address, pod) finds addresses that two pods share, (network,
- * pod, quality) finds which pods a network covers and its worst case. */
+ * pod, quality) finds which pods a network covers and its worst case.
+ * Several candidates of one pod on one subnet form a group of which only
+ * the best counts, and the route decides first (agree_cand.route). */
 #include "agree/agree.h"
 
 #include <arpa/inet.h>
@@ -33,6 +35,7 @@ struct entry {
 	unsigned char netb[16];
 	unsigned char addr[16];
 	long mbps, score;
+	int route; /* 0: the kernel routes the subnet through it, 1: unknown, 2: not */
 	long dup_pod; /* another pod with this address on this network, -1 none */
 };
 
@@ -88,7 +91,10 @@ static int cmp_by_addr(const void *pa, const void *pb)
 	return c;
 }
 
-/* Within a pod, the better entry first: faster, higher score, earlier in its report. */
+/* Within a pod, the better entry first: the interface the kernel routes
+ * the subnet through (a pod with several on one subnet can use no other:
+ * its traffic leaves through that one whatever NCCL is told), then faster,
+ * higher score, earlier in its report. */
 static int cmp_by_pod(const void *pa, const void *pb)
 {
 	const struct entry *a = pa, *b = pb;
@@ -96,6 +102,8 @@ static int cmp_by_pod(const void *pa, const void *pb)
 		return a->net < b->net ? -1 : 1;
 	if (a->pod != b->pod)
 		return a->pod < b->pod ? -1 : 1;
+	if (a->route != b->route)
+		return a->route < b->route ? -1 : 1;
 	if (a->mbps != b->mbps)
 		return a->mbps > b->mbps ? -1 : 1;
 	if (a->score != b->score)
@@ -189,6 +197,7 @@ static int build_entries(struct ctx *c, np_error *err)
 			np_prefix_mask(e->family, e->netb, e->plen);
 			e->mbps = k->mbps;
 			e->score = k->score;
+			e->route = k->route == AGREE_ROUTE_USED ? 0 : k->route == AGREE_ROUTE_UNKNOWN ? 1 : 2;
 			e->dup_pod = -1;
 		}
 	}

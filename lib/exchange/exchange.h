@@ -51,6 +51,9 @@ struct exchange_opts {
 				      * the report; NULL: none (--smoke off) */
 	bool require_same_versions;  /* gatherer: pods whose NCCL, CUDA or GPU
 				      * differ fail the job (NP_ESMOKE) */
+	bool strict;		     /* gatherer: the preferred network failing its
+				      * probe fails the job (NP_ENOCOMMON) instead
+				      * of a fallback to the next one */
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
 	void *log_ud;
 };
@@ -78,6 +81,9 @@ struct exchange_result {
 	 * the majority, and pods where the smoke test cannot run; "" none. */
 	char versions[AGREE_VERSIONS_TEXT_MAX];
 	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
+	/* Job-wide: the networks that failed their probe before this one was
+	 * agreed, and why; "" when the first choice passed. */
+	char probe_warning[1024];
 	bool has_decision;  /* the gatherer's full decision; followers have none */
 	struct agree_decision decision;
 	json_t *pod;        /* this pod's object as last read */
@@ -92,7 +98,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
 void exchange_result_free(struct exchange_result *res);
 
-/* After the outputs are written: the result annotation and an Event. */
+/* After the outputs are written: the result annotation and an Event
+ * (NetworkSelected; type Warning when res->probe_warning is set). */
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
 			    bool ok, const char *message, np_error *err);
 

@@ -26,6 +26,9 @@ struct follow_state {
 	struct exchange_progress progress;
 	int probed_epoch; /* the round this pod has probed for */
 	char probed_leader[AGREE_UID_MAX];
+	/* ... and its token: a gatherer whose container restarted hands out
+	 * the same round again with a new token, which must be probed again */
+	char probed_token[PROBE_TOKEN_MAX];
 };
 
 enum follow_action { FOLLOW_WAIT, FOLLOW_PROBE, FOLLOW_DONE, FOLLOW_FAIL };
@@ -75,8 +78,9 @@ int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_wat
 void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj);
 /* Listen on each part's address, probe the ring neighbour on each, and
  * publish what was found; `out` gets it too. */
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
-		   size_t n, long bytes, struct exchange_probe *out, np_error *err);
+int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
+		   np_error *err);
 void ex_probe_servers_stop(struct ex *x);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);

@@ -108,7 +108,8 @@ enum follow_action follow_next(const struct follow_state *s, np_error *err)
 		failure("the gatherer failed", a->status, a->reason, err);
 		return FOLLOW_FAIL;
 	}
-	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0;
+	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0 &&
+		      strcmp(s->probed_token, a->token) == 0;
 	/* A container restarted after its round ended (same pod, same part)
 	 * takes the result as it stands: its neighbours have finished and
 	 * stopped listening. */
@@ -150,10 +151,11 @@ static int probe_now(struct ex *x, np_error *err)
 			return -1;
 	long bytes = a->state == EXCHANGE_MEASURE ? x->o->probe_throughput_bytes : 0;
 	struct exchange_probe pr;
-	if (ex_probe_round(x, a->leader, a->epoch, a->parts, a->n_parts, bytes, &pr, err) < 0)
+	if (ex_probe_round(x, a->leader, a->epoch, a->token, a->parts, a->n_parts, bytes, &pr, err) < 0)
 		return -1;
 	x->f.probed_epoch = a->epoch;
 	snprintf(x->f.probed_leader, sizeof(x->f.probed_leader), "%s", a->leader);
+	snprintf(x->f.probed_token, sizeof(x->f.probed_token), "%s", a->token);
 	return 0;
 }
 
@@ -299,5 +301,6 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	res->min_mbps = p->min_mbps;
 	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
 	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);
+	snprintf(res->probe_warning, sizeof(res->probe_warning), "%s", a->warning);
 	return 0;
 }

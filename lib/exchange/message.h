@@ -6,16 +6,24 @@
  *
  *   nicpick.io/assignment  on each pod, from the gatherer: its part of a round
  *     {"v":1,"leader":UID,"leader_pod":NAME,"epoch":N,"state":"probe"|"measure"|"failed",
- *      "status":5,"reason":"..." (failed only),"n":PODS,
+ *      "status":5,"reason":"..." (failed only),"n":PODS,"token":"<32 hex>",
  *      "parts":[{"net":"10.9.0.0/24","if":"eth1","addr":"10.9.0.3","next_pod":NAME,
- *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}],
+ *                "next_addr":ADDR,"prev_addr":ADDR,"rank":1,"world":4,"root":ADDR,
+ *                "min_mbps":100000}],
  *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
- *      "smoke_skip":"job-w-2: no-gpu"}
+ *      "smoke_skip":"job-w-2: no-gpu",
+ *      "warning":"the preferred network 10.9.0.0/24 failed its probe: ..."}
  *     one part in a probe round, one per tied network in a measure round,
- *     none when failed; versions and smoke_skip (agree_versions_compare)
- *     only when not failed and not empty
+ *     none when failed; the token (the round's, lib/probe) in every state
+ *     but failed; versions, smoke_skip (agree_versions_compare) and the
+ *     probe warning only when not failed and not empty.  prev_addr is the
+ *     ring neighbour that probes this part, the only address whose probe
+ *     the listener counts ("" when alone).
  *   nicpick.io/probe       on each pod: what its probes of the round found
- *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"..."}]}
+ *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"...",
+ *      "route_if":"eth1"}]}
+ *     route_if (optional, failed trials only): the route to the neighbour
+ *     leaves through this other interface of the pod, on the same network
  *   nicpick.io/round       on the gatherer's pod: the state of the round
  *     {"v":1,"leader":UID,"epoch":N,"state":"probe"|"measure"|"final"|"failed",
  *      "status":4,"reason":"..." (failed only)}
@@ -33,6 +41,7 @@
 #include <stddef.h>
 
 #include "agree/agree.h"
+#include "probe/probe.h"
 #include "util/err.h"
 
 #define EXCHANGE_MSG_VERSION 1
@@ -58,6 +67,7 @@ struct exchange_part {
 	char addr[AGREE_ADDR_TEXT_MAX];
 	char next_pod[AGREE_NAME_MAX]; /* ring neighbour; "" when alone */
 	char next_addr[AGREE_ADDR_TEXT_MAX];
+	char prev_addr[AGREE_ADDR_TEXT_MAX]; /* who probes this part; "" when alone */
 	int rank; /* agree_rail_rank */
 	int world;
 	char root[AGREE_ADDR_TEXT_MAX];
@@ -79,12 +89,18 @@ struct exchange_assignment {
 	 * (every pod then skips it, or fails with --smoke required); "" none. */
 	char versions[AGREE_VERSIONS_TEXT_MAX];
 	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
+	char token[PROBE_TOKEN_MAX]; /* the round's probe token; "" when failed */
+	/* Job-wide: why the job left a network that failed its probe; "" none. */
+	char warning[EXCHANGE_REASON_MAX];
 };
 
 struct exchange_trial {
 	bool ok;
 	double mbps;
 	char detail[EXCHANGE_DETAIL_MAX];
+	/* Failed because the route to the neighbour leaves through this other
+	 * interface of the pod, on the same network: try it ("" otherwise). */
+	char route_if[IFNAMSIZ];
 };
 
 struct exchange_probe {

@@ -128,10 +128,32 @@ void ex_probe_servers_stop(struct ex *x)
 	x->n_servers = 0;
 }
 
+/* The route to the neighbour leaves through dev: when dev is another of
+ * this pod's own candidates on the part's network, name it, so that the
+ * gatherer tries it before it gives up the network. */
+static void route_alternative(const struct ex *x, const struct exchange_part *p, const char *dev,
+			      struct exchange_trial *t)
+{
+	struct agree_network net;
+	np_error e = { 0 };
+	if (strcmp(p->net, "routed") == 0 || agree_network_parse(p->net, &net, &e) < 0)
+		return;
+	for (size_t i = 0; i < x->mine.n; i++) {
+		const struct agree_cand *c = &x->mine.c[i];
+		if (strcmp(c->ifname, dev) == 0 && c->prefixlen == net.pfx.len &&
+		    np_prefix_contains(&net.pfx, c->family, c->addr)) {
+			snprintf(t->route_if, sizeof(t->route_if), "%s", dev);
+			return;
+		}
+	}
+}
+
 /* Listen on each address this pod has in the round, then probe the ring
- * neighbour on each and check the route. */
-static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n, long bytes,
-		       struct exchange_probe *out, np_error *err)
+ * neighbour on each and check the route.  The listener counts only the
+ * round's token from the expected neighbour, and no connection it holds
+ * outlives the exchange's deadline. */
+static int probe_parts(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
+		       long bytes, struct exchange_probe *out, np_error *err)
 {
 	/* This pod holds its part of a decision and is about to probe. */
 	np_test_point("after-decision");
@@ -141,7 +163,15 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 		struct probe_server *s;
 		struct exchange_trial *t = &out->t[i];
 		np_error lerr = { 0 };
-		if (probe_server_start(parts[i].addr, x->o->probe_port, &s, &lerr) < 0) {
+		struct probe_server_opts so = {
+			.addr = parts[i].addr,
+			.port = x->o->probe_port,
+			.token = token,
+			.peer_addr = parts[i].prev_addr,
+			.max_payload = bytes,
+			.deadline_ms = x->o->deadline_ms,
+		};
+		if (probe_server_start(&so, &s, &lerr) < 0) {
 			t->ok = false;
 			np_text_clean(t->detail, sizeof(t->detail), lerr.msg, NP_TEXT_SPACE);
 			continue;
@@ -167,6 +197,7 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 				t->ok = false;
 				snprintf(why, sizeof(why), "the route to %s leaves through %s, not %s",
 					 p->next_addr, dev, p->ifname);
+				route_alternative(x, p, dev, t);
 			}
 			if (t->ok) {
 				struct probe_result pr;
@@ -174,7 +205,8 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 				int64_t pd = np_now_ms() + EX_PROBE_WINDOW_MS;
 				if (pd > x->o->deadline_ms)
 					pd = x->o->deadline_ms;
-				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, pd, bytes, &pr, err) < 0)
+				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, token, pd, bytes, &pr,
+					       err) < 0)
 					return -1;
 				t->ok = pr.connected && pr.source_ok;
 				t->mbps = pr.mbps;
@@ -189,14 +221,15 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 	return 0;
 }
 
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
-		   size_t n, long bytes, struct exchange_probe *out, np_error *err)
+int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
+		   np_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
 	out->epoch = epoch;
 	char *s = NULL;
-	if (probe_parts(x, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
+	if (probe_parts(x, token, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
 		return -1;
 	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
 	free(s);

@@ -265,9 +265,13 @@ json_t *select_decision_smoke_json(const struct smoke_report *s)
 	return o;
 }
 
-static json_t *warnings_json(const struct jobs_env_warnings *w)
+/* The settings that would override the outputs, and (agreed) the networks
+ * the job left because they failed their probe ("kind": "probe"). */
+static json_t *warnings_json(const struct jobs_env_warnings *w, const struct exchange_result *x)
 {
 	json_t *arr = json_array();
+	if (arr && x && x->probe_warning[0])
+		json_array_append_new(arr, json_pack("{s:s, s:s}", "kind", "probe", "text", x->probe_warning));
 	for (size_t i = 0; arr && i < w->n; i++) {
 		char text[1024];
 		jobs_env_warning_text(&w->v[i], text, sizeof(text));
@@ -314,7 +318,7 @@ json_t *select_decision_json(const struct select_decision *d)
 				 select_decision_policy_json(d->policy), "choice", choice, "env", env_to_json(d->env),
 				 "candidates", select_decision_candidates(d->nics, d->ranking), "smoke",
 				 select_decision_smoke_json(d->smoke));
-	if (root && json_object_set_new(root, "warnings", warnings_json(d->env_warnings)) < 0) {
+	if (root && json_object_set_new(root, "warnings", warnings_json(d->env_warnings, d->agreement)) < 0) {
 		json_decref(root);
 		return NULL;
 	}

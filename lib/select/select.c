@@ -198,6 +198,12 @@ static int agree(struct run *x, np_error *err)
 		snprintf(line, sizeof(line), "the job's pods differ: %s", r->ex.versions);
 		say(x, EXCHANGE_WARN, line);
 	}
+	/* The job left a network that failed its probe: every pod says so. */
+	if (r->ex.probe_warning[0]) {
+		char line[sizeof(r->ex.probe_warning) + 64];
+		snprintf(line, sizeof(line), "%s; the job uses %s", r->ex.probe_warning, r->ex.network);
+		say(x, EXCHANGE_WARN, line);
+	}
 	select_comm_id(r->ex.root_addr, o->smoke.port, x->comm_id, sizeof(x->comm_id));
 	x->plan = (struct select_smoke_plan){
 		.rank = r->ex.rank,
@@ -339,6 +345,10 @@ static void selected_text(const struct run *x, char *msg, size_t len)
 	snprintf(msg, len, "NCCL uses %s (%s) on %s, agreed by %zu pods%s; %s",
 		 r->nics.v[r->chosen].name, r->ex.addr, r->ex.network, r->ex.n_pods,
 		 r->ex.next_pod[0] ? " and probed around the ring" : "", sm);
+	if (r->ex.probe_warning[0]) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, len - n, "; warning: %s", r->ex.probe_warning);
+	}
 	if (r->ex.versions[0]) {
 		size_t n = strlen(msg);
 		snprintf(msg + n, len - n, "; warning: the job's pods differ: %s", r->ex.versions);
@@ -373,7 +383,7 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	struct run x = { .o = o, .r = r };
 	int ret = run(&x, err);
 	if (ret == 0 && r->agreed) {
-		char msg[1536 + AGREE_VERSIONS_TEXT_MAX];
+		char msg[1536 + AGREE_VERSIONS_TEXT_MAX + sizeof(r->ex.probe_warning)];
 		selected_text(&x, msg, sizeof(msg));
 		publish(&x, true, msg);
 	} else if (ret < 0 && o->peers_k8s && r->ex.pod) {

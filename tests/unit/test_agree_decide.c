@@ -468,6 +468,45 @@ static void test_one_pod_alone_is_rank_0_of_1_rooted_at_itself(void **state)
 	agree_decision_free(&d);
 }
 
+/* Two interfaces of one pod on one subnet (two ports, or two macvlans,
+ * with distinct addresses or the same one): the pod is assigned the one the
+ * kernel routes the subnet through, even when the other ranks better, and
+ * the network's worst case is that interface's. */
+static void test_same_subnet_group_assigns_the_routed_interface(void **state)
+{
+	for (int same_addr = 0; same_addr < 2; same_addr++) {
+		struct agree_report r[2];
+		rep(&r[0], "job-0");
+		add(&r[0], "eth1", "10.9.0.11", 24, 100000, 900);
+		rep(&r[1], "job-1");
+		/* aaa0 ranks first in the report and is faster, but the route
+		 * to the subnet leaves through eth1 */
+		struct agree_cand *x = add(&r[1], "aaa0", same_addr ? "10.9.0.12" : "10.9.0.112", 24, 200000, 990);
+		struct agree_cand *y = add(&r[1], "eth1", "10.9.0.12", 24, 100000, 900);
+		x->route = AGREE_ROUTE_UNUSED;
+		y->route = AGREE_ROUTE_USED;
+		struct agree_decision d;
+		np_error err = { 0 };
+		assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+		assert_string_equal(d.rails[0].net.text, "10.9.0.0/24");
+		assert_string_equal(assign_of(&d, "job-1")->ifname, "eth1");
+		assert_string_equal(assign_of(&d, "job-1")->addr, "10.9.0.12");
+		assert_int_equal(d.rails[0].min_mbps, 100000);
+		agree_decision_free(&d);
+		/* Without route facts (a snapshot), the group's best ranks first. */
+		x->route = y->route = AGREE_ROUTE_UNKNOWN;
+		assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+		assert_string_equal(assign_of(&d, "job-1")->ifname, "aaa0");
+		agree_decision_free(&d);
+		/* The route flipped (the gatherer pins what the pod's probe found). */
+		x->route = AGREE_ROUTE_USED;
+		y->route = AGREE_ROUTE_UNUSED;
+		assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+		assert_string_equal(assign_of(&d, "job-1")->ifname, "aaa0");
+		agree_decision_free(&d);
+	}
+}
+
 static void test_same_pod_twice_is_an_error(void **state)
 {
 	struct agree_report r[2];
@@ -558,6 +597,7 @@ int main(void)
 		cmocka_unit_test(test_routed_fallback_needs_gateways),
 		cmocka_unit_test(test_ranks_put_the_gatherer_first_then_rail_order),
 		cmocka_unit_test(test_one_pod_alone_is_rank_0_of_1_rooted_at_itself),
+		cmocka_unit_test(test_same_subnet_group_assigns_the_routed_interface),
 		cmocka_unit_test(test_same_pod_twice_is_an_error),
 		cmocka_unit_test(test_thousand_pods_quick_and_deterministic),
 	};
