@@ -97,6 +97,17 @@ static int set_probe_throughput(struct cli *c, const char *a)
 	return 0;
 }
 
+/* --rails N|auto (1: one network). */
+static int set_rails(struct cli *c, const char *a)
+{
+	if (strcmp(a, "auto") == 0) {
+		c->sel.ex.agree.max_rails = AGREE_RAILS_AUTO;
+		return 0;
+	}
+	return cli_int("rails", a, 1, EXCHANGE_RAILS_MAX, "expected auto or 1 to 4",
+		       &c->sel.ex.agree.max_rails);
+}
+
 static int set_log_interval(struct cli *c, const char *a)
 {
 	int rc = cli_int("log-interval", a, 1, 3600, "expected seconds", &c->sel.ex.log_interval_ms);
@@ -169,6 +180,11 @@ static const struct cli_opt opts[] = {
 	{ "probe-throughput", optional_argument, "--probe-throughput[=BYTES]",
 	  "measure throughput to rank networks of equal speed (default 16 MiB)", CLI_SEC_AGREE, SEL,
 	  .set = set_probe_throughput },
+	{ "rails", required_argument, "--rails N|auto",
+	  "use up to N networks of the same quality together (NCCL and\n"
+	  "Gloo get one interface on each); 1: one network (default auto:\n"
+	  "every network as fast and as good as the best, on every pod)",
+	  CLI_SEC_AGREE, SEL, .set = set_rails },
 	{ "log-interval", required_argument, "--log-interval SEC",
 	  "progress lines while waiting (default 5)", CLI_SEC_AGREE, SEL, .set = set_log_interval },
 	{ "strict-env", no_argument, "--strict-env",

@@ -320,18 +320,9 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_result *res)
 {
 	const struct member *me = gather_member(x->g, x->name, false);
-	const struct exchange_part *p = &me->parts[0];
-	snprintf(res->network, sizeof(res->network), "%s", p->net);
-	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
-	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
+	ex_result_rails(res, me->parts, me->n_parts);
 	res->family = d->rails[0].net.pfx.family;
-	res->rank = p->rank;
-	res->world = p->world;
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	snprintf(res->root_pod, sizeof(res->root_pod), "%s", x->name);
-	res->min_mbps = p->min_mbps;
 	np_text_clean(res->versions, sizeof(res->versions), x->g->versions.warning, NP_TEXT_SPACE);
 	np_text_clean(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable, NP_TEXT_SPACE);
 	res->n_pods = d->n_pods;
@@ -385,6 +376,9 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 {
 	struct gather *g = x->g;
 	struct agree_options opt = x->o->agree;
+	/* One part per rail in an assignment. */
+	if (opt.max_rails == AGREE_RAILS_AUTO || opt.max_rails > EXCHANGE_RAILS_MAX)
+		opt.max_rails = EXCHANGE_RAILS_MAX;
 	bool measured = x->o->probe_throughput_bytes <= 0;
 	for (;;) {
 		g->phase = PH_GATHER;
@@ -402,6 +396,9 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			return publish_failure(x, err);
 		}
 		g->n_pods = (int)d.n_pods;
+		/* Rails are used together, not measured against each other. */
+		if (!measured && d.n_rails > 1)
+			measured = true;
 		if (!measured) {
 			measured = true;
 			int r = measure(x, &opt, &d, err);
@@ -410,43 +407,60 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 				return -1;
 			continue;
 		}
-		int r = gather_rail_assign(x, &d.rails[0], false, err);
+		/* Every rail in one round: a part of each for every pod. */
+		size_t nr = d.n_rails < EXCHANGE_RAILS_MAX ? d.n_rails : EXCHANGE_RAILS_MAX;
+		int r = 0;
+		char nets[EXCHANGE_RAILS_MAX * (AGREE_NET_TEXT_MAX + 2)] = "";
+		for (size_t k = 0; k < nr && r == 0; k++) {
+			r = gather_rail_assign(x, &d.rails[k], k > 0, err);
+			snprintf(nets + strlen(nets), sizeof(nets) - strlen(nets), "%s%s", k ? ", " : "",
+				 d.rails[k].net.text);
+		}
 		g->epoch++;
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: probing the ring on %s%s", g->epoch,
-			 d.rails[0].net.text, d.routed ? " (routed)" : "");
-		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
-		       d.rails[0].net.text, d.routed ? " (routed)" : "");
+			 nets, d.routed ? " (routed)" : "");
+		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s%s; probing the ring", g->epoch, d.n_pods,
+		       nets, d.routed ? " (routed)" : "", nr > 1 ? " (rails)" : "");
 		if (r < 0 || run_round(x, EXCHANGE_PROBE, 0, err) < 0) {
 			agree_decision_free(&d);
 			return -1;
 		}
-		/* Every ring link must have passed; otherwise drop the network. */
+		/* Every ring link of every rail must have passed; otherwise drop
+		 * the networks that failed and decide again. */
 		char why[700] = "";
-		size_t off = 0;
-		for (size_t i = 0; i < g->n; i++) {
-			const struct member *m = &g->m[i];
-			if (!m->selected || (m->probe.n > 0 && m->probe.t[0].ok))
+		size_t off = 0, n_failed = 0;
+		for (size_t k = 0; k < nr; k++) {
+			bool failed = false;
+			for (size_t i = 0; i < g->n; i++) {
+				const struct member *m = &g->m[i];
+				if (!m->selected || (m->probe.n > k && m->probe.t[k].ok))
+					continue;
+				failed = true;
+				const char *detail = m->probe.n > k && m->probe.t[k].detail[0] ? m->probe.t[k].detail
+												: "probe failed";
+				if (off < sizeof(why))
+					off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
+								off ? "; " : "", m->name, detail);
+			}
+			if (!failed)
 				continue;
-			if (off < sizeof(why))
-				off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s", off ? "; " : "",
-							m->name,
-							m->probe.t[0].detail[0] ? m->probe.t[0].detail : "probe failed");
+			/* A routed rail is no network that exclusion can name:
+			 * without this, the same routed decision came back every
+			 * round until the deadline. */
+			if (d.routed)
+				opt.no_routed = true;
+			else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
+				opt.excluded[opt.n_excluded++] = d.rails[k].net;
+			n_failed++;
 		}
-		if (!why[0]) {
+		if (!n_failed) {
 			fill_result(x, &d, res);
 			return gather_set_round(x, EXCHANGE_FINAL, NULL, err);
 		}
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: %s failed the probe (%.180s)",
-			 g->epoch, d.rails[0].net.text, why);
+			 g->epoch, nets, why);
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
-		       g->epoch, d.rails[0].net.text, why);
-		/* A routed rail is no network that exclusion can name: without
-		 * this, the same routed decision came back every round until
-		 * the deadline. */
-		if (d.routed)
-			opt.no_routed = true;
-		else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
-			opt.excluded[opt.n_excluded++] = d.rails[0].net;
+		       g->epoch, nr > 1 ? "of the rails" : d.rails[0].net.text, why);
 		agree_decision_free(&d);
 	}
 }

@@ -11,8 +11,9 @@
  *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}],
  *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
  *      "smoke_skip":"job-w-2: no-gpu"}
- *     one part in a probe round, one per tied network in a measure round,
- *     none when failed; versions and smoke_skip (agree_versions_compare)
+ *     in a probe round one part per rail (the agreed networks, in the
+ *     decision's order: one unless rails are on), one per tied network in
+ *     a measure round, none when failed; versions and smoke_skip (agree_versions_compare)
  *     only when not failed and not empty
  *   nicpick.io/probe       on each pod: what its probes of the round found
  *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"..."}]}

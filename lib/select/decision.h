@@ -62,6 +62,9 @@ struct select_decision_read {
 	char key[SELECT_DECISION_VARS_MAX][64];
 	char value[SELECT_DECISION_VARS_MAX][1024];
 	char ifname[IFNAMSIZ];
+	/* "choice"."interfaces" with rails: "eth1,eth2" (the first is
+	 * ifname); "" with one interface or none listed. */
+	char rails[8 * IFNAMSIZ];
 	char ib_hca[512]; /* without NCCL_IB_HCA's leading '=' */
 	int rank, world;
 	char comm_id[80];

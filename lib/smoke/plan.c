@@ -32,6 +32,46 @@ double smoke_default_min_busbw(long min_mbps)
 	return min_mbps / 8000.0 * 0.05;
 }
 
+/* Rails: the expected interface is a list ("eth2,eth1"), and NCCL prints
+ * one NET/Socket device per interface it uses ("NET/Socket : Using
+ * [0]eth2:10.10.0.1<0> [1]eth1:10.9.0.1<0>", net_socket.cc).  Every
+ * device must be one of the list and every one of the list in use; the
+ * bootstrap and the channels are checked as for one interface, against
+ * the first (rank 0's address is on it).  (The log check taking a list
+ * itself replaces this.) */
+static int check_rails(const struct smoke_log *log, const char *list, const char *hca, np_error *err)
+{
+	char first[IFNAMSIZ];
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(list, ","), list);
+	if (!log->n_socket)
+		return smoke_log_check(log, first, hca, err);
+	for (const char *s = list; *s; s += strcspn(s, ",") + (s[strcspn(s, ",")] == ',')) {
+		size_t n = strcspn(s, ","), i = 0;
+		while (i < log->n_socket && (strlen(log->socket[i].name) != n ||
+					     strncmp(log->socket[i].name, s, n) != 0))
+			i++;
+		if (i == log->n_socket)
+			return np_error_set(err, NP_ESMOKE, 0,
+					    "NCCL did not use the rail %.*s: NET/Socket used %zu of the %s",
+					    (int)n, s, log->n_socket, list);
+	}
+	for (size_t i = 0; i < log->n_socket; i++) {
+		size_t n = strlen(log->socket[i].name);
+		const char *at = strstr(list, log->socket[i].name);
+		while (at && !((at == list || at[-1] == ',') && (at[n] == ',' || !at[n])))
+			at = strstr(at + 1, log->socket[i].name);
+		if (!at)
+			return np_error_set(err, NP_ESMOKE, 0,
+					    "NCCL used NET/Socket on %s:%s, not one of the agreed rails %s",
+					    log->socket[i].name, log->socket[i].addr, list);
+	}
+	static struct smoke_log one; /* large: not on the stack; judged one at a time */
+	one = *log;
+	one.n_socket = 1;
+	snprintf(one.socket[0].name, sizeof(one.socket[0].name), "%s", first);
+	return smoke_log_check(&one, first, hca, err);
+}
+
 int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		const struct smoke_expect *x, np_error *err)
 {
@@ -51,7 +91,9 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		return np_error_set(err, NP_ESMOKE, 0, "smoke all-reduce failed in %s: %s",
 				    smoke_phase_name(r->phase), r->error);
 	}
-	if (log && x->ifname && smoke_log_check(log, x->ifname, x->ib_hca, err) < 0)
+	if (log && x->ifname &&
+	    (strchr(x->ifname, ',') ? check_rails(log, x->ifname, x->ib_hca, err)
+				    : smoke_log_check(log, x->ifname, x->ib_hca, err)) < 0)
 		return -1;
 	if (x->min_busbw > 0 && r->n_sizes > 0 && r->world > 1) {
 		const struct smoke_size *s = &r->sizes[r->n_sizes - 1];

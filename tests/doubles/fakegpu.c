@@ -315,7 +315,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id
 	c->started_ms = now_ms();
 	*comm = c;
 	log_info("NCCL version 2.28.9+cuda13.0 (test double)");
-	log_info("Bootstrap: Using %s:10.0.0.%d<0>", iface(), rank + 1);
+	/* With NCCL_COMM_ID NCCL bootstraps on the interface of rank 0's
+	 * subnet: the first of a list (rails) here. */
+	log_info("Bootstrap: Using %.*s:10.0.0.%d<0>", (int)strcspn(iface(), ","), iface(), rank + 1);
 	if (is("init-error"))
 		return ncclInProgress;
 	char p[1024];
@@ -342,7 +344,17 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 			return ncclSuccess;
 		}
 		c->joined = true;
-		log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
+		/* One device per listed interface, as net_socket.cc prints them:
+		 * "NET/Socket : Using [0]eth2:10.10.0.1<0> [1]eth1:10.9.0.1<0>". */
+		char line[512] = "NET/Socket : Using";
+		const char *s = iface();
+		for (int i = 0; *s && i < 8; i++) {
+			size_t n = strcspn(s, ",");
+			snprintf(line + strlen(line), sizeof(line) - strlen(line), " [%d]%.*s:10.%d.0.%d<0>", i,
+				 (int)n, s, i, c->rank + 1);
+			s += n + (s[n] == ',');
+		}
+		log_info("%s", line);
 		log_info("Using network Socket");
 		log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
 			 (c->rank + 1) % c->world);
