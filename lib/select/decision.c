@@ -1,6 +1,7 @@
 /* decision.json: the one writer, from the structs of the whole flow, and
  * the one strict reader beside it. */
 #include "select/decision.h"
+#include "select/select.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -311,6 +312,13 @@ json_t *select_decision_json(const struct select_decision *d)
 	if (root && json_object_set_new(root, "warnings", warnings_json(d->env_warnings)) < 0) {
 		json_decref(root);
 		return NULL;
+	}
+	json_t *tune = d->tune ? select_tune_json(d->tune) : NULL;
+	if (root && tune && json_object_set_new(root, "tune", tune) < 0) {
+		json_decref(root);
+		return NULL;
+	} else if (!root) {
+		json_decref(tune);
 	}
 	if (root && d->agreement) {
 		json_t *a = agreement_json(d->agreement);

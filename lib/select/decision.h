@@ -18,6 +18,8 @@
 #include "smoke/smoke.h"
 #include "util/err.h"
 
+struct select_tune; /* select.h */
+
 struct select_decision {
 	bool peers_k8s;
 	const char *source; /* "node", "snapshot" or "replay" */
@@ -28,6 +30,7 @@ struct select_decision {
 	const struct outputs_choice *choice;
 	const struct outputs_env *env;
 	const struct smoke_report *smoke;
+	const struct select_tune *tune; /* NULL or not run: no "tune" */
 	const struct jobs_env_warnings *env_warnings; /* settings that would override the outputs */
 	const struct exchange_result *agreement; /* NULL: decided alone */
 };

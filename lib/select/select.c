@@ -331,6 +331,22 @@ static int smoke(struct run *x, np_error *err)
 	return ret;
 }
 
+/* --tune: the sweep of NCCL's socket settings, every pod at once; the
+ * best goes into the outputs only when it beats NCCL's defaults. */
+static int tune(struct run *x, np_error *err)
+{
+	struct select_result *r = x->r;
+	if (select_tune_run(&x->o->tune, &x->o->smoke, &x->o->ctx, x->o->out_dir, &x->plan, &x->env,
+			    &r->smoke, &r->tune, err) < 0)
+		return -1;
+	if (r->tune.status != SELECT_TUNE_NOT_RUN) {
+		char line[1024];
+		select_tune_text(&r->tune, line, sizeof(line));
+		say(x, r->tune.status == SELECT_TUNE_SKIPPED ? EXCHANGE_WARN : EXCHANGE_INFO, line);
+	}
+	return 0;
+}
+
 /* Settings in the pod's containers that would override these outputs. */
 static int check_pod_env(struct run *x, np_error *err)
 {
@@ -361,6 +377,7 @@ static int write_outputs(struct run *x, np_error *err)
 		.choice = &x->choice,
 		.env = &x->env,
 		.smoke = &r->smoke,
+		.tune = &r->tune,
 		.env_warnings = &r->env_warnings,
 		.agreement = r->agreed ? &r->ex : NULL,
 	};
@@ -423,7 +440,8 @@ static int run(struct run *x, np_error *err)
 				    x->r->nics.n);
 	if ((x->o->peers_k8s ? agree(x, err) : decide_alone(x)) < 0)
 		return -1;
-	if (choose_outputs(x, err) < 0 || smoke(x, err) < 0 || check_pod_env(x, err) < 0)
+	if (choose_outputs(x, err) < 0 || smoke(x, err) < 0 || tune(x, err) < 0 ||
+	    check_pod_env(x, err) < 0)
 		return -1;
 	return write_outputs(x, err);
 }

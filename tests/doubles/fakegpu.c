@@ -19,6 +19,11 @@
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
  *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
+ * FAKEGPU_TUNE="default=100,4x4=300": a busbw model for nicpick's --tune:
+ *   an all-reduce moves its bytes at the rate (MB/s) listed for the
+ *   process's NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD ("default":
+ *   neither set, and every setting not listed), as the real transport's
+ *   speed depends on them (issue 16's measurements).
  * FAKEGPU_DIR: directory shared by the ranks (required for world > 1).
  * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809). */
 #include <errno.h>
@@ -58,6 +63,11 @@ static int group_depth;
 static int group_seq;
 
 static int seq_no;
+/* The k-th communicator of a process is every rank's k-th (nicpick's
+ * --tune runs one companion per configuration, in the same order on every
+ * pod): its files carry k, so that a later one never reads an earlier
+ * one's.  One communicator per process, as nicpick-smoke has. */
+static int comm_gen;
 
 static int64_t now_ms(void)
 {
@@ -192,7 +202,7 @@ const char *cudaGetErrorString(cudaError_t e)
 
 static void rank_file(char *buf, size_t len, const char *what, int seq, int rank)
 {
-	snprintf(buf, len, "%s/%s-%d-%d", dir(), what, seq, rank);
+	snprintf(buf, len, "%s/%s%d-%d-%d", dir(), what, comm_gen, seq, rank);
 }
 
 static bool all_present(const char *what, int seq, int world)
@@ -247,7 +257,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 		return cudaErrorNotReady;
 	char p[1024];
 	if (s->op == OP_P2P) {
-		snprintf(p, sizeof(p), "%s/p2p-%d-%d-%d", dir(), s->seq, s->peer, s->comm->rank);
+		snprintf(p, sizeof(p), "%s/p2p%d-%d-%d-%d", dir(), comm_gen, s->seq, s->peer, s->comm->rank);
 		if (access(p, F_OK) != 0)
 			return cudaErrorNotReady;
 		read_file(p, s->buf, s->count * sizeof(float));
@@ -321,7 +331,11 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id
 	if (is("init-error"))
 		return ncclInProgress;
 	char p[1024];
-	rank_file(p, sizeof(p), "join", 0, rank);
+	for (comm_gen = 0;; comm_gen++) {
+		rank_file(p, sizeof(p), "join", 0, rank);
+		if (access(p, F_OK) != 0)
+			break;
+	}
 	if (!is("hang-init")) {
 		int fd = open(p, O_CREAT | O_WRONLY, 0644);
 		if (fd >= 0)
@@ -355,6 +369,9 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 			s += n + (s[n] == ',');
 		}
 		log_info("%s", line);
+		if (getenv("NCCL_SOCKET_NTHREADS") && getenv("NCCL_NSOCKS_PERTHREAD"))
+			log_info("NET/Socket: Using %s threads and %s sockets per thread",
+				 getenv("NCCL_SOCKET_NTHREADS"), getenv("NCCL_NSOCKS_PERTHREAD"));
 		log_info("Using network Socket");
 		log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
 			 (c->rank + 1) % c->world);
@@ -368,6 +385,34 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 const char *ncclGetLastError(ncclComm_t c)
 {
 	return is("init-error") ? "socket connect to 10.244.0.1<29418> failed: Connection refused" : "";
+}
+
+/* FAKEGPU_TUNE: how long an all-reduce of count floats takes. */
+static long tune_delay_ms(size_t count)
+{
+	const char *t = getenv("FAKEGPU_TUNE");
+	const char *nt = getenv("NCCL_SOCKET_NTHREADS"), *ns = getenv("NCCL_NSOCKS_PERTHREAD");
+	if (!t || count < 1024)
+		return 0;
+	char key[64] = "default", buf[512];
+	if (nt && ns)
+		snprintf(key, sizeof(key), "%sx%s", nt, ns);
+	snprintf(buf, sizeof(buf), "%s", t);
+	double rate = 0, def = 0;
+	char *save = NULL;
+	for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(e, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		if (!strcmp(e, key))
+			rate = atof(eq + 1);
+		if (!strcmp(e, "default"))
+			def = atof(eq + 1);
+	}
+	if (rate <= 0)
+		rate = def;
+	return rate > 0 ? (long)((double)count * 4 / (rate * 1e3)) : 0;
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
@@ -390,7 +435,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 	s->seq = seq;
 	s->comm = c;
 	const char *slow = getenv("FAKEGPU_SLOW_MS");
-	s->ready_at_ms = now_ms() + (is("slow") && slow ? atoi(slow) : 0);
+	s->ready_at_ms = now_ms() + (is("slow") && slow ? atoi(slow) : 0) + tune_delay_ms(count);
 	return ncclSuccess;
 }
 
@@ -429,7 +474,7 @@ ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer
 		      cudaStream_t s)
 {
 	char p[1024];
-	snprintf(p, sizeof(p), "%s/p2p-%d-%d-%d", dir(), group_seq, c->rank, peer);
+	snprintf(p, sizeof(p), "%s/p2p%d-%d-%d-%d", dir(), comm_gen, group_seq, c->rank, peer);
 	write_file(p, send, count * sizeof(float));
 	return ncclSuccess;
 }
