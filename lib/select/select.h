@@ -57,12 +57,17 @@ enum select_tune_mode { SELECT_TUNE_OFF, SELECT_TUNE_ON };
 struct select_tune_opts {
 	enum select_tune_mode mode;
 	int budget_s; /* --tune-budget: the sweep plans runs to fit (0: the default) */
-	long bytes;   /* the representative all-reduce (0: the smoke step's size) */
+	long bytes;   /* the representative all-reduce (0: SELECT_TUNE_BYTES, or the
+		       * smoke step's size when smaller) */
 };
 #define SELECT_TUNE_DEFAULT_BUDGET_S 15
-/* What one run of the sweep is planned to take: NCCL's init (a second or
- * less on a socket fabric), 1, 8 and 64 MiB checked and timed, teardown. */
-#define SELECT_TUNE_RUN_MS 1500
+/* What one run of the sweep is planned to take: a process, its CUDA
+ * context and NCCL's init (about a second on an H200 over sockets), 1, 8
+ * and 64 MiB checked and timed, teardown. */
+#define SELECT_TUNE_RUN_MS 2500
+/* The representative all-reduce: a DDP bucket-sized message and more;
+ * --smoke-bytes when smaller. */
+#define SELECT_TUNE_BYTES (64L << 20)
 
 /* One configuration: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, both
  * 0 for NCCL's own defaults (neither variable set). */

@@ -159,7 +159,8 @@ int select_tune_run(const struct select_tune_opts *t, const struct select_smoke_
 	if (t->mode == SELECT_TUNE_OFF)
 		return 0;
 	out->budget_s = t->budget_s > 0 ? t->budget_s : SELECT_TUNE_DEFAULT_BUDGET_S;
-	out->bytes = t->bytes > 0 ? t->bytes : o->bytes > 0 ? o->bytes : SMOKE_DEFAULT_BYTES;
+	long smoke_bytes = o->bytes > 0 ? o->bytes : SMOKE_DEFAULT_BYTES;
+	out->bytes = t->bytes > 0 ? t->bytes : smoke_bytes < SELECT_TUNE_BYTES ? smoke_bytes : SELECT_TUNE_BYTES;
 	if (smoke->status != SMOKE_PASSED)
 		return skip(out, "the smoke test did not pass here (%s): nothing to measure with",
 			    smoke->status == SMOKE_SKIPPED ? smoke->reason : "failed");

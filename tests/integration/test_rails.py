@@ -133,7 +133,7 @@ def tuned_vars(p):
     return {k: v for k, v in env.items() if v}
 
 
-TUNE = ("--smoke", "required", "--smoke-bytes", "1M", "--tune", "on", "--tune-budget", "6")
+TUNE = ("--smoke", "required", "--smoke-bytes", "1M", "--tune", "on", "--tune-budget", "10")
 
 
 def test_tune_writes_the_best_only_when_it_beats_the_defaults(make_cluster, fake_gpu,
@@ -157,7 +157,7 @@ def test_tune_writes_the_best_only_when_it_beats_the_defaults(make_cluster, fake
         assert all(r["ok"] for r in t["table"]), t
         by = {(r["nthreads"], r["nsocks_perthread"]): r["busbw_gbps"] for r in t["table"]}
         assert by[(4, 4)] > 1.15 * by[(2, 8)], t
-        assert t["sweep_ms"] <= 6000, t
+        assert t["sweep_ms"] <= 10000, t
         assert "tuned NCCL's socket transport: 4 threads x 4 sockets" in p.stderr_text, p.describe()
     # every pod judged the same figures (the ranks' mean time)
     tables = [[r["busbw_gbps"] for r in C.decision_of(p)["tune"]["table"]] for p in c.pods]

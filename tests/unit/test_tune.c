@@ -15,7 +15,7 @@
 static void plan_fits_the_budget_and_nccls_limits(void **state)
 {
 	struct select_tune_conf c[SELECT_TUNE_RUNS_MAX];
-	/* 15 s at 1.5 s a run: 10 runs, NCCL's defaults first and last */
+	/* 15 s at 2.5 s a run: 6 runs, NCCL's defaults first and last */
 	size_t n = select_tune_plan(15, c, SELECT_TUNE_RUNS_MAX);
 	assert_int_equal(n, 15 * 1000 / SELECT_TUNE_RUN_MS);
 	assert_int_equal(c[0].nthreads, 0);
@@ -38,8 +38,8 @@ static void plan_fits_the_budget_and_nccls_limits(void **state)
 	assert_int_equal(select_tune_plan(15, d, SELECT_TUNE_RUNS_MAX), n);
 	assert_memory_equal(c, d, n * sizeof(c[0]));
 	/* a short budget: fewer runs; below 3 runs, none */
-	assert_int_equal(select_tune_plan(6, c, SELECT_TUNE_RUNS_MAX), 4);
-	assert_int_equal(select_tune_plan(4, c, SELECT_TUNE_RUNS_MAX), 0);
+	assert_int_equal(select_tune_plan(10, c, SELECT_TUNE_RUNS_MAX), 4);
+	assert_int_equal(select_tune_plan(7, c, SELECT_TUNE_RUNS_MAX), 0);
 	/* a long one is capped by the room and the candidates */
 	n = select_tune_plan(600, c, SELECT_TUNE_RUNS_MAX);
 	assert_true(n <= SELECT_TUNE_RUNS_MAX);
