@@ -127,6 +127,7 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 	c->timeout = 300;
 	c->sel.ex.probe_port = PROBE_DEFAULT_PORT;
 	c->sel.ex.log_interval_ms = 5000;
+	c->sel.ex.agree.max_rails = AGREE_RAILS_AUTO; /* README: Rails */
 	const char *env_expect = getenv("NICPICK_EXPECT");
 	if (env_expect && *env_expect) {
 		long e;

@@ -58,7 +58,19 @@ struct exchange_opts {
 	void *log_ud;
 };
 
-/* This pod's part of the agreed network. */
+/* This pod's part of one agreed network (a rail). */
+#define EXCHANGE_RAILS_MAX 4 /* the parts of one assignment */
+struct exchange_rail {
+	char network[AGREE_NET_TEXT_MAX];
+	char ifname[IFNAMSIZ];
+	char addr[AGREE_ADDR_TEXT_MAX];
+	char next_pod[AGREE_NAME_MAX];
+	char next_addr[AGREE_ADDR_TEXT_MAX];
+	char root_addr[AGREE_ADDR_TEXT_MAX]; /* rank 0's address on it */
+};
+
+/* This pod's part of the agreed network: the first rail's in the fields
+ * below, every rail (the first included) in rails[]. */
 struct exchange_result {
 	bool leader;
 	int epoch;
@@ -77,6 +89,8 @@ struct exchange_result {
 	char root_addr[AGREE_ADDR_TEXT_MAX];
 	char root_pod[AGREE_NAME_MAX]; /* the gatherer, rank 0 */
 	long min_mbps; /* the rail's worst-case speed */
+	size_t n_rails; /* >= 1 on success */
+	struct exchange_rail rails[EXCHANGE_RAILS_MAX];
 	/* Job-wide (agree_versions_compare): pods whose versions differ from
 	 * the majority, and pods where the smoke test cannot run; "" none. */
 	char versions[AGREE_VERSIONS_TEXT_MAX];

@@ -82,6 +82,9 @@ int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *
 		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
 		   np_error *err);
 void ex_probe_servers_stop(struct ex *x);
+/* This pod's rails in the result, from the parts of its final round: the
+ * first rail also in the result's own fields. */
+void ex_result_rails(struct exchange_result *res, const struct exchange_part *parts, size_t n);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
 /* Every key the selector names is a label of this pod (values may differ). */

@@ -281,24 +281,17 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!x->done)
 		return np_error_set(err, NP_EK8S, 0, "the exchange ended without a result");
 	const struct exchange_assignment *a = &x->f.assign;
-	const struct exchange_part *p = &a->parts[0];
-	if (a->n_parts != 1 || check_own(x, p, err) < 0)
-		return a->n_parts != 1 ? np_error_set(err, NP_EK8S, 0, "the final round has %zu parts, not 1",
-						      a->n_parts)
-				       : -1;
-	snprintf(res->network, sizeof(res->network), "%s", p->net);
-	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
-	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
-	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
+	/* The final round is a probe round: one part per rail. */
+	if (a->state != EXCHANGE_PROBE || a->n_parts < 1 || a->n_parts > EXCHANGE_RAILS_MAX)
+		return np_error_set(err, NP_EK8S, 0, "the final round is a %s round of %zu parts",
+				    exchange_state_name(a->state), a->n_parts);
+	for (size_t i = 0; i < a->n_parts; i++)
+		if (check_own(x, &a->parts[i], err) < 0)
+			return -1;
+	ex_result_rails(res, a->parts, a->n_parts);
 	res->epoch = a->epoch;
 	res->n_pods = (size_t)a->n_pods;
-	res->rank = p->rank;
-	res->world = p->world;
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	snprintf(res->root_pod, sizeof(res->root_pod), "%s", a->leader_pod);
-	res->min_mbps = p->min_mbps;
 	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
 	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);
 	snprintf(res->probe_warning, sizeof(res->probe_warning), "%s", a->warning);

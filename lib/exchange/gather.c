@@ -381,18 +381,9 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_result *res)
 {
 	const struct member *me = gather_member(x->g, x->name, false);
-	const struct exchange_part *p = &me->parts[0];
-	snprintf(res->network, sizeof(res->network), "%s", p->net);
-	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
-	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
+	ex_result_rails(res, me->parts, me->n_parts);
 	res->family = d->rails[0].net.pfx.family;
-	res->rank = p->rank;
-	res->world = p->world;
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	snprintf(res->root_pod, sizeof(res->root_pod), "%s", x->name);
-	res->min_mbps = p->min_mbps;
 	np_text_clean(res->versions, sizeof(res->versions), x->g->versions.warning, NP_TEXT_SPACE);
 	np_text_clean(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable, NP_TEXT_SPACE);
 	np_text_clean(res->probe_warning, sizeof(res->probe_warning), x->g->warning, NP_TEXT_SPACE);
@@ -447,6 +438,9 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 {
 	struct gather *g = x->g;
 	struct agree_options opt = x->o->agree;
+	/* One part per rail in an assignment. */
+	if (opt.max_rails == AGREE_RAILS_AUTO || opt.max_rails > EXCHANGE_RAILS_MAX)
+		opt.max_rails = EXCHANGE_RAILS_MAX;
 	bool measured = x->o->probe_throughput_bytes <= 0;
 	/* Networks on which a pod was moved to the interface its route uses. */
 	struct np_prefix route_tried[AGREE_EXCLUDED_MAX];
@@ -467,6 +461,9 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			return publish_failure(x, err);
 		}
 		g->n_pods = (int)d.n_pods;
+		/* Rails are used together, not measured against each other. */
+		if (!measured && d.n_rails > 1)
+			measured = true;
 		if (!measured) {
 			measured = true;
 			int r = measure(x, &opt, &d, err);
@@ -475,29 +472,53 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 				return err->status == NP_ENOCOMMON ? publish_failure(x, err) : -1;
 			continue;
 		}
-		int r = gather_rail_assign(x, &d.rails[0], false, err);
+		/* Every rail in one round: a part of each for every pod. */
+		size_t nr = d.n_rails < EXCHANGE_RAILS_MAX ? d.n_rails : EXCHANGE_RAILS_MAX;
+		int r = 0;
+		char nets[EXCHANGE_RAILS_MAX * (AGREE_NET_TEXT_MAX + 2)] = "";
+		for (size_t k = 0; k < nr && r == 0; k++) {
+			r = gather_rail_assign(x, &d.rails[k], k > 0, err);
+			snprintf(nets + strlen(nets), sizeof(nets) - strlen(nets), "%s%s", k ? ", " : "",
+				 d.rails[k].net.text);
+		}
 		g->epoch++;
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: probing the ring on %s%s", g->epoch,
-			 d.rails[0].net.text, d.routed ? " (routed)" : "");
-		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
-		       d.rails[0].net.text, d.routed ? " (routed)" : "");
+			 nets, d.routed ? " (routed)" : "");
+		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s%s; probing the ring", g->epoch, d.n_pods,
+		       nets, d.routed ? " (routed)" : "", nr > 1 ? " (rails)" : "");
 		if (r < 0 || run_round(x, EXCHANGE_PROBE, 0, err) < 0) {
 			agree_decision_free(&d);
 			return -1;
 		}
-		/* Every ring link must have passed; otherwise drop the network. */
-		char why[700];
-		failures(g, 0, why, sizeof(why));
-		if (!why[0]) {
+		/* Every ring link of every rail must have passed; otherwise drop
+		 * the networks that failed and decide again. */
+		char why[700] = "";
+		size_t off = 0, n_failed = 0;
+		bool failed_rail[EXCHANGE_RAILS_MAX] = { false };
+		for (size_t k = 0; k < nr; k++) {
+			for (size_t i = 0; i < g->n; i++) {
+				const struct member *m = &g->m[i];
+				if (!m->selected || (m->probe.n > k && m->probe.t[k].ok))
+					continue;
+				failed_rail[k] = true;
+				const char *detail = m->probe.n > k && m->probe.t[k].detail[0] ? m->probe.t[k].detail
+												: "probe failed";
+				if (off < sizeof(why))
+					off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
+								off ? "; " : "", m->name, detail);
+			}
+			n_failed += failed_rail[k];
+		}
+		if (!n_failed) {
 			fill_result(x, &d, res);
 			return gather_set_round(x, EXCHANGE_FINAL, NULL, err);
 		}
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: %s failed the probe (%.180s)",
-			 g->epoch, d.rails[0].net.text, why);
+			 g->epoch, nets, why);
 		/* Failed only because a pod's route leaves through another of its
 		 * interfaces on the same network: try that one, once per network,
-		 * before the network is given up. */
-		bool route_only = !d.routed && n_route_tried < AGREE_EXCLUDED_MAX;
+		 * before the network is given up (one network; rails drop a rail). */
+		bool route_only = nr == 1 && !d.routed && n_route_tried < AGREE_EXCLUDED_MAX;
 		for (size_t i = 0; i < n_route_tried && route_only; i++)
 			route_only = !np_prefix_equal(&route_tried[i], &d.rails[0].net.pfx);
 		for (size_t i = 0; i < g->n && route_only; i++) {
@@ -520,22 +541,26 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			agree_decision_free(&d);
 			continue;
 		}
-		note_failure(g, d.rails[0].net.text, "probe", why);
+		note_failure(g, nets, "probe", why);
 		if (x->o->strict) {
 			np_error_set(err, NP_ENOCOMMON, 0, "--strict: the preferred network %s failed its probe: %s",
-				     d.rails[0].net.text, why);
+				     nets, why);
 			agree_decision_free(&d);
 			return publish_failure(x, err);
 		}
+		for (size_t k = 0; k < nr; k++) {
+			if (!failed_rail[k])
+				continue;
+			/* A routed rail is no network that exclusion can name:
+			 * without this, the same routed decision came back every
+			 * round until the deadline. */
+			if (d.routed)
+				opt.no_routed = true;
+			else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
+				opt.excluded[opt.n_excluded++] = d.rails[k].net;
+		}
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
-		       g->epoch, d.rails[0].net.text, why);
-		/* A routed rail is no network that exclusion can name: without
-		 * this, the same routed decision came back every round until
-		 * the deadline. */
-		if (d.routed)
-			opt.no_routed = true;
-		else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
-			opt.excluded[opt.n_excluded++] = d.rails[0].net;
+		       g->epoch, nr > 1 ? "of the rails" : d.rails[0].net.text, why);
 		agree_decision_free(&d);
 	}
 }

@@ -319,9 +319,9 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 		goto out;
 	}
 	size_t want_min = out->state == EXCHANGE_FAILED ? 0 : 1;
-	size_t want_max = out->state == EXCHANGE_FAILED ? 0
-			  : out->state == EXCHANGE_PROBE ? 1
-							 : EXCHANGE_PARTS_MAX;
+	/* A probe round has one part per rail: an assignment of one rail is
+	 * what every earlier nicpick wrote and read. */
+	size_t want_max = out->state == EXCHANGE_FAILED ? 0 : EXCHANGE_PARTS_MAX;
 	if (!json_is_array(parts) || json_array_size(parts) < want_min || json_array_size(parts) > want_max) {
 		snprintf(why, sizeof(why), "\"parts\" is not an array of %zu..%zu parts for state %s",
 			 want_min, want_max, exchange_state_name(out->state));
@@ -335,6 +335,12 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 				 out->n_pods);
 			goto out;
 		}
+		for (size_t k = 0; k < i && out->state == EXCHANGE_PROBE; k++)
+			if (!strcmp(out->parts[k].net, out->parts[i].net) ||
+			    !strcmp(out->parts[k].ifname, out->parts[i].ifname)) {
+				snprintf(why, sizeof(why), "two rails on one network or one interface");
+				goto out;
+			}
 		out->n_parts++;
 	}
 	ret = 0;

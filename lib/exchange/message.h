@@ -13,12 +13,13 @@
  *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
  *      "smoke_skip":"job-w-2: no-gpu",
  *      "warning":"the preferred network 10.9.0.0/24 failed its probe: ..."}
- *     one part in a probe round, one per tied network in a measure round,
- *     none when failed; the token (the round's, lib/probe) in every state
- *     but failed; versions, smoke_skip (agree_versions_compare) and the
- *     probe warning only when not failed and not empty.  prev_addr is the
- *     ring neighbour that probes this part, the only address whose probe
- *     the listener counts ("" when alone).
+ *     in a probe round one part per rail (the agreed networks, in the
+ *     decision's order: one unless rails are on), one per tied network in
+ *     a measure round, none when failed; the token (the round's, lib/probe)
+ *     in every state but failed; versions, smoke_skip (agree_versions_compare)
+ *     and the probe warning only when not failed and not empty.  prev_addr
+ *     is the ring neighbour that probes this part, the only address whose
+ *     probe the listener counts ("" when alone).
  *   nicpick.io/probe       on each pod: what its probes of the round found
  *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"...",
  *      "route_if":"eth1"}]}

@@ -267,3 +267,31 @@ bool ex_pod_has_labels(const json_t *pod, const char *selector)
 {
 	return labels_match(pod, selector, false);
 }
+
+void ex_result_rails(struct exchange_result *res, const struct exchange_part *parts, size_t n)
+{
+	res->n_rails = 0;
+	for (size_t i = 0; i < n && i < EXCHANGE_RAILS_MAX; i++) {
+		const struct exchange_part *p = &parts[i];
+		struct exchange_rail *r = &res->rails[res->n_rails++];
+		snprintf(r->network, sizeof(r->network), "%s", p->net);
+		snprintf(r->ifname, sizeof(r->ifname), "%s", p->ifname);
+		snprintf(r->addr, sizeof(r->addr), "%s", p->addr);
+		snprintf(r->next_pod, sizeof(r->next_pod), "%s", p->next_pod);
+		snprintf(r->next_addr, sizeof(r->next_addr), "%s", p->next_addr);
+		snprintf(r->root_addr, sizeof(r->root_addr), "%s", p->root);
+	}
+	if (!n)
+		return;
+	const struct exchange_part *p = &parts[0];
+	snprintf(res->network, sizeof(res->network), "%s", p->net);
+	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
+	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
+	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
+	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
+	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
+	res->rank = p->rank;
+	res->world = p->world;
+	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
+	res->min_mbps = p->min_mbps;
+}

@@ -1,6 +1,7 @@
 /* decision.json: the one writer, from the structs of the whole flow, and
  * the one strict reader beside it. */
 #include "select/decision.h"
+#include "select/select.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -156,6 +157,19 @@ static json_t *agreement_json(const struct exchange_result *x)
 			      (json_int_t)x->stats.requests, "retries", (json_int_t)x->stats.retries,
 			      "bytes_sent", (json_int_t)x->stats.bytes_sent, "bytes_received",
 			      (json_int_t)x->stats.bytes_received);
+	/* Every rail, the first being the one above. */
+	json_t *rails = json_array();
+	for (size_t i = 0; rails && i < x->n_rails && i < EXCHANGE_RAILS_MAX; i++) {
+		const struct exchange_rail *r = &x->rails[i];
+		json_array_append_new(rails, json_pack("{s:s, s:s, s:s, s:s, s:s}", "network", r->network,
+						       "interface", r->ifname, "address", r->addr,
+						       "probed_pod", r->next_pod, "probed_address",
+						       r->next_addr));
+	}
+	if (a)
+		json_object_set_new(a, "rails", rails);
+	else
+		json_decref(rails);
 	/* Job-wide: pods whose NCCL, CUDA or GPU differ ("" none). */
 	if (a)
 		json_object_set_new(a, "versions_warning", json_string(x->versions));
@@ -301,8 +315,11 @@ json_t *select_decision_json(const struct select_decision *d)
 	char host[256] = "";
 	gethostname(host, sizeof(host) - 1);
 
-	json_t *choice = json_pack("{s:s, s:[s], s:s?, s:s, s:s, s:I, s:I}", "interface", n->name,
-				   "interfaces", n->name, "address",
+	json_t *ifaces = json_array();
+	for (size_t i = 0; ifaces && i < c->n_ifaces && i < sizeof(c->ifaces) / sizeof(c->ifaces[0]); i++)
+		json_array_append_new(ifaces, json_string(c->ifaces[i]));
+	json_t *choice = json_pack("{s:s, s:o, s:s?, s:s, s:s, s:I, s:I}", "interface", n->name,
+				   "interfaces", ifaces, "address",
 				   v->addr >= 0 ? n->addrs[v->addr].text : NULL, "family",
 				   c->family == AF_INET6 ? "inet6" : "inet", "class",
 				   nic_class_name(n->cls), "effective_speed_mbps",
@@ -321,6 +338,13 @@ json_t *select_decision_json(const struct select_decision *d)
 	if (root && json_object_set_new(root, "warnings", warnings_json(d->env_warnings, d->agreement)) < 0) {
 		json_decref(root);
 		return NULL;
+	}
+	json_t *tune = d->tune ? select_tune_json(d->tune) : NULL;
+	if (root && tune && json_object_set_new(root, "tune", tune) < 0) {
+		json_decref(root);
+		return NULL;
+	} else if (!root) {
+		json_decref(tune);
 	}
 	if (root && d->agreement) {
 		json_t *a = agreement_json(d->agreement);
@@ -416,6 +440,21 @@ int select_decision_load(const char *dir, struct select_decision_read *out, np_e
 	    text(choice, "ib_hca", out->ib_hca, sizeof(out->ib_hca), false, path, err) < 0 ||
 	    text(smoke, "comm_id", out->comm_id, sizeof(out->comm_id), true, path, err) < 0)
 		goto out;
+	const json_t *ifs = json_object_get(choice, "interfaces");
+	if (ifs && (!json_is_array(ifs) || json_array_size(ifs) < 1 || json_array_size(ifs) > 8)) {
+		bad(err, path, "\"interfaces\" is not an array of 1 to 8 names");
+		goto out;
+	}
+	for (size_t i = 0; ifs && json_array_size(ifs) > 1 && i < json_array_size(ifs); i++) {
+		const char *s = json_string_value(json_array_get(ifs, i));
+		if (!s || !s[0] || strlen(s) >= IFNAMSIZ || strpbrk(s, ",:") ||
+		    (i == 0 && strcmp(s, out->ifname) != 0)) {
+			bad(err, path, "\"interfaces\" holds a bad name, or its first is not \"interface\"");
+			goto out;
+		}
+		snprintf(out->rails + strlen(out->rails), sizeof(out->rails) - strlen(out->rails), "%s%s",
+			 i ? "," : "", s);
+	}
 	if (integer(smoke, "world", 1, 1 << 20, &v, path, err) < 0)
 		goto out;
 	out->world = (int)v;

@@ -281,8 +281,19 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 		return skip(rep, rep->result.error);
 	/* The companion bootstraps through NCCL_COMM_ID, so NCCL took the
 	 * bootstrap interface by rank 0's subnet (smoke.h, smoke_boot_rule). */
-	const char *ifs[1] = { p->ifname };
-	struct smoke_expect x = { .ifs = ifs, .n_ifs = p->ifname ? 1 : 0, .ib_hca = p->ib_hca,
+	/* p->ifname is this pod's rail list, "eth2,eth1" (one name without
+	 * rails): every one of them must carry NCCL's sockets. */
+	char names[EXCHANGE_RAILS_MAX][IFNAMSIZ];
+	const char *ifs[EXCHANGE_RAILS_MAX];
+	size_t n_ifs = 0;
+	for (const char *s = p->ifname; s && *s && n_ifs < EXCHANGE_RAILS_MAX;) {
+		size_t n = strcspn(s, ",");
+		snprintf(names[n_ifs], sizeof(names[n_ifs]), "%.*s", (int)n, s);
+		ifs[n_ifs] = names[n_ifs];
+		n_ifs++;
+		s += n + (s[n] == ',');
+	}
+	struct smoke_expect x = { .ifs = ifs, .n_ifs = n_ifs, .ib_hca = p->ib_hca,
 				  .boot = so.comm_id ? SMOKE_BOOT_SUBNET : SMOKE_BOOT_IFNAME,
 				  .required = required };
 	if (o->min_busbw > 0) {

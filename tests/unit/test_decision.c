@@ -118,10 +118,54 @@ static void test_smoke_section_holds_what_nccls_log_said(void **state)
 	json_decref(o);
 }
 
+/* Rails: `nicpick smoke --out-dir` expects every rail in NCCL's log. */
+static void write_choice(const char *choice)
+{
+	strcpy(dir, "/tmp/np-decision.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof(path), "%s/decision.json", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"env\": {}, \"choice\": %s, \"smoke\": {\"rank\": 0, \"world\": 2, "
+		   "\"comm_id\": \"10.10.0.1:29418\"}}", choice);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_rails_interfaces_are_read_strictly(void **state)
+{
+	struct select_decision_read d;
+	np_error err = { 0 };
+	write_choice("{\"interface\": \"eth2\", \"interfaces\": [\"eth2\", \"eth1\"]}");
+	assert_int_equal(select_decision_load(dir, &d, &err), 0);
+	assert_string_equal(d.ifname, "eth2");
+	assert_string_equal(d.rails, "eth2,eth1");
+	remove_decision();
+	write_choice("{\"interface\": \"eth2\", \"interfaces\": [\"eth2\"]}");
+	assert_int_equal(select_decision_load(dir, &d, &err), 0);
+	assert_string_equal(d.rails, "");
+	remove_decision();
+	static const char *const bad[] = {
+		"{\"interface\": \"eth2\", \"interfaces\": [\"eth1\", \"eth2\"]}", /* first is not interface */
+		"{\"interface\": \"eth2\", \"interfaces\": [\"eth2\", \"a,b\"]}",
+		"{\"interface\": \"eth2\", \"interfaces\": [\"eth2\", 3]}",
+		"{\"interface\": \"eth2\", \"interfaces\": []}",
+		"{\"interface\": \"eth2\", \"interfaces\": \"eth2,eth1\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_choice(bad[i]);
+		assert_int_equal(select_decision_load(dir, &d, &err), -1);
+		assert_int_equal(err.status, NP_EUSAGE);
+		assert_non_null(strstr(err.msg, "\"interfaces\""));
+		remove_decision();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agreed_threshold_is_the_slowest_agreed_link),
+		cmocka_unit_test(test_rails_interfaces_are_read_strictly),
 		cmocka_unit_test(test_alone_threshold_is_this_pods_link),
 		cmocka_unit_test(test_agreement_without_min_mbps_is_refused),
 		cmocka_unit_test(test_smoke_section_holds_what_nccls_log_said),

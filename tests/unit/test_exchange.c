@@ -76,6 +76,46 @@ static void test_assignment_round_trips_in_every_state(void **state)
 	}
 }
 
+/* Rails: a probe round carries one part per rail; an old follower of one
+ * rail reads the same single-part assignment as before. */
+static void test_probe_assignment_with_rails(void **state)
+{
+	struct exchange_assignment a = assignment(EXCHANGE_PROBE, 0), b;
+	a.parts[a.n_parts++] = part("ens3f0", "10.9.0.3", "job-3", "10.9.0.4", 2, 4);
+	a.parts[a.n_parts] = part("ens3f1", "10.10.0.3", "job-3", "10.10.0.4", 2, 4);
+	snprintf(a.parts[a.n_parts++].net, sizeof(a.parts[0].net), "10.10.0.0/24");
+	char *s = NULL;
+	np_error err = { 0 };
+	assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+	assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	free(s);
+	/* two rails on one interface, or on one network: no nicpick writes it */
+	snprintf(a.parts[1].ifname, sizeof(a.parts[1].ifname), "ens3f0");
+	assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+	assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), -1);
+	assert_non_null(strstr(err.msg, "two rails on one network or one interface"));
+	free(s);
+	a.parts[1] = a.parts[0];
+	snprintf(a.parts[1].ifname, sizeof(a.parts[1].ifname), "ens3f1");
+	assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+	assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), -1);
+	free(s);
+	/* more than EXCHANGE_PARTS_MAX rails */
+	a = assignment(EXCHANGE_PROBE, 1);
+	char buf[8192], *one = NULL;
+	assert_int_equal(exchange_assignment_to_json(&a, &one, &err), 0);
+	const char *open = strstr(one, "\"parts\":[") + strlen("\"parts\":[");
+	const char *close = strchr(open, '}') + 1;
+	int n = snprintf(buf, sizeof(buf), "%.*s", (int)(open - one), one);
+	for (int i = 0; i < EXCHANGE_PARTS_MAX + 1; i++)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%.*s", i ? "," : "", (int)(close - open), open);
+	snprintf(buf + n, sizeof(buf) - (size_t)n, "%s", close);
+	assert_int_equal(exchange_assignment_parse(buf, strlen(buf), &b, &err), -1);
+	assert_non_null(strstr(err.msg, "\"parts\" is not an array of 1..4 parts for state probe"));
+	free(one);
+}
+
 static void test_probe_round_and_progress_round_trip(void **state)
 {
 	np_error err = { 0 };
@@ -609,6 +649,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_assignment_round_trips_in_every_state),
+		cmocka_unit_test(test_probe_assignment_with_rails),
 		cmocka_unit_test(test_probe_round_and_progress_round_trip),
 		cmocka_unit_test(test_readers_refuse_what_no_nicpick_writes),
 		cmocka_unit_test(test_readers_survive_mutations),

@@ -496,6 +496,47 @@ static void verdict_names_phase_sums_device_and_speed(void **state)
 	assert_non_null(strstr(err.msg, "not the agreed vb"));
 }
 
+/* Rails: NCCL 2.28's net_socket.cc prints one device per interface of
+ * NCCL_SOCKET_IFNAME ("NET/Socket : Using [0]eth2:... [1]eth1:..."). */
+static void verdict_with_rails_wants_every_rail_in_use(void **state)
+{
+	struct smoke_result r = sample();
+	struct smoke_log log = { 0 };
+	const char *both = "h:1:1 [0] NCCL INFO Bootstrap: Using eth2:10.10.0.1<0>\n"
+			   "h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth2:10.10.0.1<0> [1]eth1:10.9.0.1<0>\n"
+			   "h:1:1 [0] NCCL INFO Using network Socket\n"
+			   "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+			   "h:1:1 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/1\n";
+	smoke_log_parse(both, strlen(both), &log);
+	const char *rails[] = { "eth2", "eth1" }, *three[] = { "eth2", "eth1", "eth3" },
+		   *other[] = { "eth2", "eth11" };
+	struct smoke_expect x = { .ifs = rails, .n_ifs = 2, .boot = SMOKE_BOOT_IFNAME };
+	np_error err = { 0 };
+	assert_int_equal(smoke_judge(&r, &log, &x, &err), 0);
+	x.ifs = three; /* a rail NCCL did not use */
+	x.n_ifs = 3;
+	assert_int_equal(smoke_judge(&r, &log, &x, &err), -1);
+	assert_non_null(strstr(err.msg, "eth3"));
+	x.ifs = other; /* eth1 is not one of them */
+	x.n_ifs = 2;
+	assert_int_equal(smoke_judge(&r, &log, &x, &err), -1);
+	assert_non_null(strstr(err.msg, "eth1"));
+	struct smoke_log one = { 0 };
+	const char *single = "h:1:1 [0] NCCL INFO Bootstrap: Using eth2:10.10.0.1<0>\n"
+			     "h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth2:10.10.0.1<0>\n";
+	smoke_log_parse(single, strlen(single), &one);
+	x.ifs = rails;
+	assert_int_equal(smoke_judge(&r, &one, &x, &err), -1);
+	assert_non_null(strstr(err.msg, "eth1"));
+	struct smoke_log boot = { 0 };
+	const char *wrong_boot = "h:1:1 [0] NCCL INFO Bootstrap: Using eth0:192.168.1.1<0>\n"
+				 "h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth2:10.10.0.1<0> [1]eth1:10.9.0.1<0>\n"
+				 "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n";
+	smoke_log_parse(wrong_boot, strlen(wrong_boot), &boot);
+	assert_int_equal(smoke_judge(&r, &boot, &x, &err), -1);
+	assert_non_null(strstr(err.msg, "eth0"));
+}
+
 static void default_threshold_follows_the_link(void **state)
 {
 	assert_true(smoke_default_min_busbw(-1) == 0);
@@ -540,6 +581,7 @@ int main(void)
 		cmocka_unit_test(rails_need_every_agreed_interface_and_no_other),
 		cmocka_unit_test(names_keep_their_bytes),
 		cmocka_unit_test(verdict_names_phase_sums_device_and_speed),
+		cmocka_unit_test(verdict_with_rails_wants_every_rail_in_use),
 		cmocka_unit_test(default_threshold_follows_the_link),
 		cmocka_unit_test(companion_is_found_beside_nicpick_then_on_path),
 	};
