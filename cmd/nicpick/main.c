@@ -9,7 +9,7 @@
 #include "util/clock.h"
 
 const struct cli_verb *const cli_verbs[] = { &cli_discover, &cli_select, &cli_smoke,
-					     &cli_install, &cli_version, NULL };
+					     &cli_install, &cli_status, &cli_version, NULL };
 
 int main(int argc, char **argv)
 {
