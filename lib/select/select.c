@@ -345,7 +345,10 @@ static void publish(struct run *x, bool ok, int status, const char *msg)
 		oc.busbw = s->result.sizes[s->result.n_sizes - 1].busbw_gbps;
 	}
 	if (s->ran && s->suspect >= 0 && s->suspect_text[0]) {
-		snprintf(oc.suspect, sizeof(oc.suspect), "%s", s->suspect_text);
+		const char *t = s->suspect_text;
+		if (strncmp(t, "suspect: ", 9) == 0) /* the field says it */
+			t += 9;
+		snprintf(oc.suspect, sizeof(oc.suspect), "%s", t);
 		oc.suspect_rank = s->suspect;
 	}
 	if (r->env_warnings.n)

@@ -537,14 +537,28 @@ int status_build(const json_t *pods, const json_t *events, const char *ns, const
 				out->has_busbw = true;
 				out->busbw = o->busbw;
 			}
-			if (o->suspect[0]) {
+			/* the gatherer's names the pods and nodes: it wins */
+			if (o->suspect[0] && (p->gatherer || !out->suspect[0])) {
 				snprintf(out->suspect, sizeof(out->suspect), "%s", o->suspect);
 				suspect_rank = o->suspect_rank;
 			}
 		}
 	}
+	out->suspect_from = out->suspect_to = -1;
+	int world = 0;
 	for (size_t i = 0; i < m; i++)
-		out->pods[i].suspect = suspect_rank >= 0 && out->pods[i].rank == suspect_rank;
+		if (msgs[i].has_assign && msgs[i].assign.n_parts)
+			world = msgs[i].assign.parts[0].world;
+	for (size_t i = 0; suspect_rank >= 0 && world > 0 && i < m; i++) {
+		int r = out->pods[i].rank;
+		out->pods[i].suspect = r == suspect_rank		       ? STATUS_SUSPECT_IN
+				       : r == (suspect_rank + world - 1) % world ? STATUS_SUSPECT_OUT
+										 : STATUS_SUSPECT_NONE;
+		if (out->pods[i].suspect == STATUS_SUSPECT_IN)
+			out->suspect_to = (int)i;
+		else if (out->pods[i].suspect == STATUS_SUSPECT_OUT)
+			out->suspect_from = (int)i;
+	}
 	job_summary(out, msgs, g, (const char (*)[STATUS_TEXT_MAX])ev);
 	ret = 0;
 out:

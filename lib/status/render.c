@@ -17,6 +17,11 @@ static void nccl_text(int v, char *buf, size_t len)
 		snprintf(buf, len, "%s", "");
 }
 
+static const char *node_or(const char *node)
+{
+	return node[0] ? node : "no node";
+}
+
 static void job_line(FILE *f, const struct status_job *j)
 {
 	fprintf(f, "%s %s", status_kind_name(j->kind == STATUS_KIND_ANY ? STATUS_KIND_JOB : j->kind),
@@ -43,6 +48,10 @@ static void job_line(FILE *f, const struct status_job *j)
 	}
 	if (j->suspect[0])
 		fprintf(f, "; suspect: %s", j->suspect);
+	if (j->suspect_from >= 0 && j->suspect_to >= 0)
+		fprintf(f, "; slow link: %s (%s) -> %s (%s)", j->pods[j->suspect_from].name,
+			node_or(j->pods[j->suspect_from].node), j->pods[j->suspect_to].name,
+			node_or(j->pods[j->suspect_to].node));
 	if (j->versions[0])
 		fprintf(f, "; warning: versions differ: %s", j->versions);
 	if (j->smoke_skip[0])
@@ -60,6 +69,11 @@ static void job_line(FILE *f, const struct status_job *j)
 static const char *const headers[NCOLS] = { "POD",	 "NODE",    "STATE",  "INTERFACE", "ADDRESS",
 					    "PROBE",	 "BUSBW",   "SUSPECT", "NCCL",	"WARNINGS",
 					    "NETWORK", "ROUND",   "RANK",   "NEXT",	"DETAIL" };
+
+static const char *suspect_name(int s)
+{
+	return s == STATUS_SUSPECT_IN ? "link-in" : s == STATUS_SUSPECT_OUT ? "link-out" : "";
+}
 
 static void cells(const struct status_pod *p, char c[NCOLS][STATUS_TEXT_MAX])
 {
@@ -84,8 +98,8 @@ static void cells(const struct status_pod *p, char c[NCOLS][STATUS_TEXT_MAX])
 		snprintf(c[6], STATUS_TEXT_MAX, "%.2fGB/s", p->outcome.busbw);
 	else if (p->has_outcome && p->outcome.smoke != EXCHANGE_SMOKE_PASSED)
 		snprintf(c[6], STATUS_TEXT_MAX, "%s", exchange_smoke_name(p->outcome.smoke));
-	if (p->suspect)
-		snprintf(c[7], STATUS_TEXT_MAX, "link-in");
+	if (p->suspect != STATUS_SUSPECT_NONE)
+		snprintf(c[7], STATUS_TEXT_MAX, "%s", suspect_name(p->suspect));
 	if (p->nccl > 0)
 		nccl_text(p->nccl, c[8], STATUS_TEXT_MAX);
 	if (p->n_warn) {
@@ -171,7 +185,7 @@ static json_t *pod_json(const struct status_pod *p)
 				     : json_null();
 	json_t *smoke = p->has_outcome ? json_string(exchange_smoke_name(p->outcome.smoke)) : json_null();
 	json_t *busbw = p->has_outcome && p->outcome.has_busbw ? json_real(p->outcome.busbw) : json_null();
-	return json_pack("{s:s, s:o, s:o, s:s, s:b, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b,"
+	return json_pack("{s:s, s:o, s:o, s:s, s:b, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
 			 " s:o, s:o, s:o, s:o}",
 			 "name", p->name, "node", str_or_null(p->node), "phase", str_or_null(p->phase),
 			 "state", status_pod_state_name(p->state), "gatherer", p->gatherer, "round",
@@ -179,7 +193,7 @@ static json_t *pod_json(const struct status_pod *p)
 			 str_or_null(p->ifname), "address", str_or_null(p->addr), "rank",
 			 p->rank >= 0 ? json_integer(p->rank) : json_null(), "next",
 			 str_or_null(p->next_pod), "probe", probe ? probe : json_null(), "smoke", smoke,
-			 "suspect", p->suspect, "busbw", busbw, "nccl", str_or_null(nv), "warnings",
+			 "suspect", p->suspect ? json_string(suspect_name(p->suspect) + 5 /* "in", "out" */) : json_null(), "busbw", busbw, "nccl", str_or_null(nv), "warnings",
 			 warn ? warn : json_array(), "detail", str_or_null(p->detail));
 }
 
@@ -200,6 +214,13 @@ char *status_json(const struct status_job *j)
 		"suspect", str_or_null(j->suspect), "versions", str_or_null(j->versions), "smokeSkip",
 		str_or_null(j->smoke_skip), "waiting", str_or_null(j->waiting), "reason",
 		str_or_null(j->reason));
+	json_t *link = json_null();
+	if (job && j->suspect_from >= 0 && j->suspect_to >= 0) {
+		const struct status_pod *a = &j->pods[j->suspect_from], *b = &j->pods[j->suspect_to];
+		link = json_pack("{s:{s:s, s:o}, s:{s:s, s:o}}", "from", "pod", a->name, "node",
+				 str_or_null(a->node), "to", "pod", b->name, "node", str_or_null(b->node));
+	}
+	json_object_set_new(job, "suspectLink", link ? link : json_null());
 	json_t *doc = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", STATUS_JSON_VERSION, "kind",
 				"JobNetworkStatus", "job", job ? job : json_null(), "pods",
 				pods ? pods : json_array());

@@ -267,15 +267,20 @@ def test_smoke_failed_names_the_suspect_pod_and_exits_6(make_cluster, gpu_env, m
     assert ": failed;" in line and "smoke failed" in line, line
     assert "suspect: the link into rank 2" in line and "exit 6: " in line, line
     t = rows(p)
-    ranks = {x["name"]: x["rank"] for x in as_json(run_status(c, C.JOB, "-o", "json", kc=kc))["pods"]}
-    slow = [n for n, r in ranks.items() if r == 2]
-    assert len(slow) == 1, ranks
+    d = as_json(run_status(c, C.JOB, "-o", "json", kc=kc))
+    ranks = {x["name"]: x["rank"] for x in d["pods"]}
+    into = [n for n, r in ranks.items() if r == 2]
+    out_of = [n for n, r in ranks.items() if r == 1]
+    assert len(into) == 1 and len(out_of) == 1, ranks
     for name, r in t.items():
         assert r["STATE"] == "failed", r
-        assert r["SUSPECT"] == ("link-in" if name == slow[0] else "-"), (name, r)
-    d = as_json(run_status(c, C.JOB, "-o", "json", kc=kc))
+        want = "link-in" if name in into else "link-out" if name in out_of else "-"
+        assert r["SUSPECT"] == want, (name, r)
     assert d["job"]["exitCode"] == 6 and d["job"]["smoke"] == "failed", d["job"]
-    assert [x["suspect"] for x in d["pods"]] == [x["name"] == slow[0] for x in d["pods"]]
+    # the gatherer's text names the pods of the link
+    assert f"the link into rank 2 ({into[0]}, " in d["job"]["suspect"], d["job"]
+    assert [x["suspect"] for x in d["pods"]] == \
+        ["in" if x["name"] in into else "out" if x["name"] in out_of else None for x in d["pods"]]
 
 
 def test_versions_differ_is_a_warning_on_the_job_and_the_odd_pod(make_cluster, gpu_env,

@@ -232,7 +232,9 @@ static void test_a_round_still_proving_waits_and_a_failed_smoke_exits_6(void **s
 	assert_int_equal(j.state, STATUS_FAILED);
 	assert_int_equal(j.exit_code, 6);
 	assert_string_equal(j.smoke, "failed");
-	assert_true(j.pods[1].suspect && !j.pods[0].suspect && !j.pods[2].suspect);
+	assert_int_equal(j.pods[1].suspect, STATUS_SUSPECT_IN);
+	assert_int_equal(j.pods[0].suspect, STATUS_SUSPECT_OUT); /* the ring: rank 0 -> 1 */
+	assert_int_equal(j.pods[2].suspect, STATUS_SUSPECT_NONE);
 	assert_string_equal(j.reason, "train-0: smoke all-reduce failed: slow network");
 	status_job_free(&j);
 	json_decref(pods);
