@@ -114,6 +114,7 @@ static-deps:
 static: static-deps
 	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
 	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
+	@mkdir -p $(STATIC_DIR)/links && ln -sfn nicpick $(STATIC_DIR)/links/kubectl-nicpick
 	@$(MAKE) --no-print-directory SANITIZE= $(STATIC_DIR)/nicpick-smoke
 	@ls -l $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick-smoke
 

@@ -484,3 +484,42 @@ def test_forbidden_names_the_missing_verb_and_the_role_that_grants_it(make_clust
                        env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(c.tmp)),
                        capture_output=True, text=True, timeout=60)
     assert w.returncode == 5 and "Job job-w" in w.stdout, w.stderr
+
+
+def test_the_status_role_is_read_only_and_namespaced():
+    import yaml
+    docs = list(yaml.safe_load_all((C.ROOT / "deploy" / "rbac-status.yaml").read_text()))
+    assert [d["kind"] for d in docs] == ["Role", "RoleBinding"]
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"]) for r in docs[0]["rules"]}
+    assert rules == {(("",), ("pods",)): ["get", "list", "watch"], (("",), ("events",)): ["list"]}
+    assert docs[1]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": docs[0]["metadata"]["name"]}
+
+
+def test_the_static_release_binary_answers_as_the_plugin(tmp_path):
+    """The same checks through build/static/nicpick (musl, mbedTLS): a
+    token, a client certificate, and the kubectl-nicpick name."""
+    static = C.ROOT / "build" / "static" / "nicpick"
+    if not os.access(static, os.X_OK):
+        pytest.skip(f"{static} missing: run `make static`")
+    from tools.kubeapi import Server
+    with Server(state_dir=str(tmp_path / "api"), namespace=NS, user="system:admin") as s:
+        s.create_pod(NS, {"metadata": {"name": "t-0", "labels": {
+            "batch.kubernetes.io/job-name": "t", "batch.kubernetes.io/job-completion-index": "0"}},
+            "spec": {"nodeName": "node-a", "containers": [{"name": "main", "image": "x"}]},
+            "status": {"phase": "Running"}})
+        link = tmp_path / "kubectl-nicpick"
+        link.symlink_to(static)
+
+        class Fake:
+            api_url, ca_path = s.url, s.ca_path
+        d = tmp_path / "kc"
+        d.mkdir()
+        crt, key = client_cert(Fake, d, "system:admin")
+        for kc in (kubeconfig(Fake, d / "tok", f"    token: {s.token}\n"),
+                   kubeconfig(Fake, d / "cert", f"    client-certificate: {crt}\n    client-key: {key}\n")):
+            p = subprocess.run([str(link), "status", "t", "-o", "wide"], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(tmp_path)))
+            assert p.returncode == 5, (kc.read_text(), p.stderr)
+            assert p.stdout.startswith("Job t (Indexed Job, 1 pods, gatherer t-0): waiting;"), p.stdout
+            assert "t-0*   node-a   starting" in p.stdout, p.stdout
