@@ -117,6 +117,26 @@ static int parse(int argc, char **argv, struct status_args *a)
 	return 0;
 }
 
+/* The error line with status's own next step (cli_fail's are select's). */
+static int fail(const np_error *err)
+{
+	int st = err->status == NP_EUSAGE ? NP_EUSAGE : err->status == NP_EINTERNAL ? NP_EINTERNAL : NP_EK8S;
+	const char *next = st == NP_EUSAGE ? "see nicpick --help and the kubeconfig"
+			   : st == NP_EK8S ? "check the kubeconfig, the API server and your access"
+					   : "check the message above";
+	char code[8];
+	snprintf(code, sizeof(code), "%d", st);
+	if (cli_log_fmt == NP_LOG_JSON) {
+		struct np_log_field f[] = { { "exit_code", code }, { "next", next } };
+		cli_emit("error", "exit", false, err->msg, f, 2);
+	} else {
+		char msg[NP_ERR_MSG_MAX + 160];
+		snprintf(msg, sizeof(msg), "%s (%s)", err->msg, next);
+		cli_emit("error", "exit", false, msg, NULL, 0);
+	}
+	return st;
+}
+
 static int print_view(const struct status_job *j, void *ud)
 {
 	const struct status_args *a = ud;
@@ -146,7 +166,7 @@ static int run(int argc, char **argv)
 	struct k8s_client *k = NULL;
 	if (k8s_kubeconfig_load(&cfg, &a.kc, &err) < 0 || k8s_client_new(&k, &cfg, &err) < 0) {
 		k8s_config_free(&cfg);
-		return cli_fail(&err);
+		return fail(&err);
 	}
 	long t = a.timeout >= 0 ? a.timeout : a.watch ? 0 : 30;
 	if (t > 0)
@@ -155,14 +175,14 @@ static int run(int argc, char **argv)
 	int code;
 	if (a.watch) {
 		if (status_watch(k, cfg.namespace, a.job, a.kind, print_view, &a, &err) < 0) {
-			code = cli_fail(&err);
+			code = fail(&err);
 		} else {
 			/* the last view decides the exit code */
-			code = status_read(k, cfg.namespace, a.job, a.kind, &j, &err) < 0 ? cli_fail(&err)
+			code = status_read(k, cfg.namespace, a.job, a.kind, &j, &err) < 0 ? fail(&err)
 											  : j.exit_code;
 		}
 	} else if (status_read(k, cfg.namespace, a.job, a.kind, &j, &err) < 0) {
-		code = cli_fail(&err);
+		code = fail(&err);
 	} else {
 		print_view(&j, &a);
 		code = j.exit_code;

@@ -32,12 +32,16 @@ static int selector_of(enum status_kind k, const char *job, char *buf, size_t le
 	return 0;
 }
 
-/* An API error, with what to grant when it is a 403. */
-static int api_error(struct k8s_client *k, np_error *err)
+/* An API error, with what to grant when it is a 403 (the client's
+ * message names the verb and resource that were refused). */
+static int api_error(np_error *err)
 {
-	if (k8s_client_last_http(k) == 403)
-		np_error_wrap(err, "nicpick status needs get, list and watch on pods and list on events "
-				   "(deploy/rbac-status.yaml)");
+	if (strncmp(err->msg, "forbidden:", 10) == 0) {
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n,
+			 "; nicpick status needs get, list and watch on pods and list on events: "
+			 "deploy/rbac-status.yaml is that Role");
+	}
 	return -1;
 }
 
@@ -46,7 +50,7 @@ static int list_pods(struct k8s_client *k, const char *ns, const char *sel, json
 {
 	json_t *list = NULL;
 	if (k8s_list_pods(k, ns, sel, NULL, &list, err) < 0)
-		return api_error(k, err);
+		return api_error(err);
 	*items = json_incref(json_object_get(list, "items"));
 	json_decref(list);
 	if (!json_is_array(*items)) {
@@ -63,7 +67,7 @@ static int list_events(struct k8s_client *k, const char *ns, json_t **items, np_
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
 	json_t *list = NULL;
 	if (k8s_get(k, path, &list, err) < 0)
-		return api_error(k, err);
+		return api_error(err);
 	*items = json_incref(json_object_get(list, "items"));
 	json_decref(list);
 	if (!*items)
@@ -246,6 +250,8 @@ int status_watch(struct k8s_client *k, const char *ns, const char *job, enum sta
 	int ret = k8s_watch_pods(k, ns, sel, NULL, NULL, on_event, &f, err);
 	if (ret < 0 && !err->msg[0])
 		np_error_set(err, NP_EK8S, 0, "watching the pods of %s failed", job);
+	if (ret < 0)
+		api_error(err);
 	json_decref(f.pods);
 	json_decref(f.events);
 	free(f.last);

@@ -33,6 +33,8 @@ def test_install_copies_itself_executable_and_identical(nicpick_bin, tmp_path):
     assert f"installed {dest}/kubectl-nicpick" in p.stderr
     h = run([str(dest / "kubectl-nicpick"), "--help"])
     assert h.returncode == 0 and "kubectl nicpick status JOB" in h.stdout
+    u = run([str(dest / "kubectl-nicpick")])
+    assert u.returncode == 2 and u.stderr.startswith("usage: kubectl nicpick status JOB"), u.stderr
 
 
 def test_install_takes_the_smoke_companion_beside_it(nicpick_bin, tmp_path):

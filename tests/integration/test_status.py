@@ -484,6 +484,14 @@ def test_forbidden_names_the_missing_verb_and_the_role_that_grants_it(make_clust
                        env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(c.tmp)),
                        capture_output=True, text=True, timeout=60)
     assert w.returncode == 5 and "Job job-w" in w.stdout, w.stderr
+    # list allowed, watch not: --watch names the watch
+    c.server.set_rbac(deny=[{"verbs": ["watch"], "users": ["oncall"]}])
+    w = subprocess.run(["ip", "netns", "exec", c.api_ns.name, c.nicpick, "status", C.JOB, "--watch"],
+                       env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(c.tmp)),
+                       capture_output=True, text=True, timeout=60)
+    assert w.returncode == 5
+    line = one_error(w)
+    assert 'needs "watch" on "pods" in namespace "train"' in line and "deploy/rbac-status.yaml" in line, line
 
 
 def test_the_status_role_is_read_only_and_namespaced():
