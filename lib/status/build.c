@@ -179,27 +179,39 @@ static bool is_gatherer(const struct cand *c)
 	return false;
 }
 
+/* A pod that runs nicpick: it reported, or it has an init container of
+ * nicpick's (the examples name it nicpick or nicpick-install). */
+static bool runs_nicpick(const struct cand *c)
+{
+	if (ann(c->pod, EXCHANGE_ANN_REPORT))
+		return true;
+	for (size_t i = 0; i < c->jp.n_containers; i++)
+		if (c->jp.containers[i].init && strncmp(c->jp.containers[i].name, "nicpick", 7) == 0)
+			return true;
+	return false;
+}
+
 /* Of the selectors the pods give, the one of the replicated job that runs
- * nicpick (the most pods with a report), the latest restart attempt on a
- * tie. */
+ * nicpick, at its latest restart attempt (the pods of an earlier one may
+ * still be terminating), the most pods on a tie. */
 static const char *pick_selector(const struct cand *c, size_t n)
 {
 	const char *best = NULL;
-	long best_rep = -1, best_n = -1, best_attempt = -1;
+	long best_runs = -1, best_attempt = -1, best_n = -1;
 	for (size_t i = 0; i < n; i++) {
 		if (!c[i].ok)
 			continue;
-		long rep = 0, cnt = 0;
+		long runs = 0, cnt = 0;
 		for (size_t j = 0; j < n; j++)
 			if (c[j].ok && strcmp(c[j].rule.selector, c[i].rule.selector) == 0) {
 				cnt++;
-				rep += ann(c[j].pod, EXCHANGE_ANN_REPORT) != NULL;
+				runs |= runs_nicpick(&c[j]);
 			}
 		long attempt = atol(c[i].jp.restart_attempt);
-		if (rep > best_rep || (rep == best_rep && (attempt > best_attempt ||
-							   (attempt == best_attempt && cnt > best_n)))) {
+		if (runs > best_runs || (runs == best_runs && (attempt > best_attempt ||
+							     (attempt == best_attempt && cnt > best_n)))) {
 			best = c[i].rule.selector;
-			best_rep = rep;
+			best_runs = runs;
 			best_n = cnt;
 			best_attempt = attempt;
 		}

@@ -275,6 +275,39 @@ static void test_a_jobset_is_the_replicated_job_that_runs_nicpick(void **state)
 	json_decref(pods);
 }
 
+static void test_a_restarted_jobset_shows_its_latest_attempt(void **state)
+{
+	/* Attempt 0's pods, still terminating, carry reports; attempt 1's have
+	 * not reported yet but run nicpick (its init container). */
+	json_t *pods = json_array();
+	for (int attempt = 0; attempt < 2; attempt++)
+		for (int i = 0; i < 2; i++) {
+			char name[32], labels[512];
+			snprintf(name, sizeof(name), "js-node-0-%d-a%d", i, attempt);
+			snprintf(labels, sizeof(labels),
+				 "{\"jobset.sigs.k8s.io/jobset-name\":\"js\",\"jobset.sigs.k8s.io/replicatedjob-name\":\"node\","
+				 "\"jobset.sigs.k8s.io/job-index\":\"0\",\"jobset.sigs.k8s.io/restart-attempt\":\"%d\","
+				 "\"batch.kubernetes.io/job-completion-index\":\"%d\"}",
+				 attempt, i);
+			json_t *p = pod(name, "node-a", labels);
+			if (attempt == 0)
+				annotate(p, EXCHANGE_ANN_REPORT, strdup("{}"));
+			else
+				json_object_set_new(json_object_get(p, "spec"), "initContainers",
+						    json_pack("[{s:s}]", "name", "nicpick"));
+			json_array_append_new(pods, p);
+		}
+	struct status_job j;
+	np_error err = { 0 };
+	assert_int_equal(status_build(pods, NULL, "ml", "js", STATUS_KIND_JOBSET, &j, &err), 0);
+	assert_int_equal(j.n_pods, 2);
+	assert_string_equal(j.pods[0].name, "js-node-0-0-a1");
+	assert_string_equal(j.pods[1].name, "js-node-0-1-a1");
+	assert_non_null(strstr(j.selector, "restart-attempt=1"));
+	status_job_free(&j);
+	json_decref(pods);
+}
+
 static void test_kind_names(void **state)
 {
 	assert_int_equal(status_kind_parse("pytorchjob"), STATUS_KIND_PYTORCHJOB);
@@ -292,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_a_decided_job_exits_0_with_every_pods_part),
 		cmocka_unit_test(test_a_round_still_proving_waits_and_a_failed_smoke_exits_6),
 		cmocka_unit_test(test_a_jobset_is_the_replicated_job_that_runs_nicpick),
+		cmocka_unit_test(test_a_restarted_jobset_shows_its_latest_attempt),
 		cmocka_unit_test(test_kind_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
