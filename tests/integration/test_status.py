@@ -410,7 +410,7 @@ def test_every_kubeconfig_shape_reads_the_job_or_says_what_is_wrong(make_cluster
     bad = token_kc(c, d, token="wrong", name="badtok")
     p = run_status(c, C.JOB, "--kubeconfig", str(token_kc(c, d, name="token2")), kc=bad)
     assert p.returncode == 0, p.stderr
-    fails(bad, 5, "unauthorized")
+    fails(bad, 5, "unauthorized: the API server rejected the kubeconfig's token (HTTP 401)")
     p = run_status(c, C.JOB, "-n", "other", kc=token_kc(c, d, name="token4"))
     assert p.returncode == 5 and "no pods of Job job-w in namespace other yet" in p.stdout
     fails(token_kc(c, d, name="token5"), 2, "context", "--context", "nope")
