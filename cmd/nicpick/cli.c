@@ -54,13 +54,14 @@ static const char *const section_title[CLI_SEC_N] = {
 	[CLI_SEC_AGREE] = "agreement (--peers k8s):",
 	[CLI_SEC_LOG] = "logging:",
 	[CLI_SEC_INSTALL] = "install:",
+	[CLI_SEC_STATUS] = "status (also `kubectl nicpick status`):",
 	[CLI_SEC_SOURCES] = "sources (tests, offline replay):",
 };
 
 /* Whose table holds each option, in the order the usage text walks them
  * within a section. */
 static const struct cli_verb *const table_order[] = { &cli_select, &cli_smoke, &cli_discover,
-						      &cli_install, NULL /* common_opts */ };
+						      &cli_install, &cli_status, NULL /* common_opts */ };
 #define N_TABLES (sizeof(table_order) / sizeof(table_order[0]))
 
 static const struct cli_opt *table(size_t i)
@@ -104,7 +105,9 @@ void cli_print_usage(FILE *out)
 	}
 	fputs("\n"
 	      "exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
-	      "            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n",
+	      "            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n"
+	      "status:     0 decided and proven, 5 still waiting or an API error,\n"
+	      "            3/4/6 the job failed with that code, 2 usage\n",
 	      out);
 }
 

@@ -173,7 +173,7 @@ void exchange_result_free(struct exchange_result *res)
 }
 
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, np_error *err)
+			    bool ok, const char *message, const char *outcome, np_error *err)
 {
 	struct k8s_client *k;
 	if (!res->pod || k8s_client_new(&k, o->k8s, err) < 0)
@@ -181,7 +181,11 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	k8s_client_set_deadline(k, o->deadline_ms);
 	const char *name = ex_meta(res->pod, "name");
 	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_RESULT, message);
-	int r = k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err);
+	if (patch && outcome)
+		json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+				    EXCHANGE_ANN_OUTCOME, json_string(outcome));
+	int r = patch ? k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err)
+		      : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	json_decref(patch);
 	/* A job that left a network that failed its probe says so as a
 	 * Warning, so that it shows among the pod's warnings. */

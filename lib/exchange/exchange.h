@@ -27,6 +27,8 @@
 #define EXCHANGE_ANN_ASSIGN "nicpick.io/assignment"
 #define EXCHANGE_ANN_PROBE "nicpick.io/probe"
 #define EXCHANGE_ANN_RESULT "nicpick.io/result"
+/* Beside it, the same outcome as a message (message.h). */
+#define EXCHANGE_ANN_OUTCOME "nicpick.io/outcome"
 /* On the gatherer's own pod: the state of the current round. */
 #define EXCHANGE_ANN_ROUND "nicpick.io/round"
 /* On the gatherer's own pod: what it waits for (followers show it). */
@@ -112,9 +114,10 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
 void exchange_result_free(struct exchange_result *res);
 
-/* After the outputs are written: the result annotation and an Event
- * (NetworkSelected; type Warning when res->probe_warning is set). */
+/* After the outputs are written: the result annotation (message), the
+ * outcome annotation (outcome: exchange_outcome_to_json's, or NULL) and an
+ * Event (NetworkSelected; type Warning when res->probe_warning is set). */
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, np_error *err);
+			    bool ok, const char *message, const char *outcome, np_error *err);
 
 #endif

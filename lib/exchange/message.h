@@ -32,6 +32,14 @@
  *     {"v":1,"leader":UID,"leader_pod":NAME,"phase":"gather"|"probe","round":N,
  *      "expect":M,"created":K,"done":D,"missing":[NAME...],"missing_total":T,
  *      "probe":"...","refused":"job-3: bad report: ..."}
+ *   nicpick.io/outcome     on each pod, last: how its nicpick ended (outcome.c)
+ *     {"v":1,"ok":true,"status":0,"reason":"..." (not ok only),"epoch":N,
+ *      "smoke":"passed"|"failed"|"skipped","busbw":1.73,"min_busbw":0.5,
+ *      "suspect":"the link into rank 2 (...)","suspect_rank":2,"nccl":22105,
+ *      "warnings":1,"warning":"container train sets NCCL_SOCKET_IFNAME=..."}
+ *     busbw (GB/s at the largest size) only when the smoke test ran;
+ *     suspect, warning only when not empty.  nicpick.io/result is the same
+ *     outcome as one line of text, for people.
  *
  * The report (nicpick.io/report) is lib/agree's agree_report. */
 #ifndef NP_EXCHANGE_MESSAGE_H
@@ -156,5 +164,28 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
  * yet: 1 of 4; round 2 ..." for log lines and deadline messages. */
 void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t len);
 
+/* How this pod's nicpick ended (nicpick.io/outcome). */
+enum exchange_smoke { EXCHANGE_SMOKE_SKIPPED, EXCHANGE_SMOKE_PASSED, EXCHANGE_SMOKE_FAILED };
+const char *exchange_smoke_name(enum exchange_smoke s);
+
+struct exchange_outcome {
+	bool ok;
+	int status; /* the exit status (enum np_status); 0 when ok */
+	char reason[EXCHANGE_REASON_MAX]; /* not ok: the error */
+	int epoch;  /* the round the pod ended in, 0 before one */
+	enum exchange_smoke smoke;
+	bool has_busbw;
+	double busbw;     /* GB/s at the largest size, when the test ran */
+	double min_busbw; /* the floor it was held to, 0 none */
+	char suspect[EXCHANGE_DETAIL_MAX * 2]; /* "" none */
+	int suspect_rank; /* the rank whose incoming link is suspect, -1 none */
+	int nccl;         /* ncclGetVersion(), 0 unknown */
+	int warnings;     /* pod settings that override the outputs */
+	char warning[EXCHANGE_DETAIL_MAX * 2]; /* the first of them, "" none */
+};
+
+int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_error *err);
+int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome *out,
+			   np_error *err);
 
 #endif

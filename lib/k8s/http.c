@@ -526,6 +526,16 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		} else {
 			k8s_status_error(err, method, path, x.http, x.resp.data, x.resp.len,
 					 c->cfg.token_file);
+			/* A kubeconfig's credential was sent, not a token file's:
+			 * say which one the server refused. */
+			const char *sent = c->cfg.exec		  ? "the exec plugin's credential"
+					   : c->cfg.token	  ? "the kubeconfig's token"
+					   : c->cfg.client_cert_pem || c->cfg.client_cert_file
+						   ? "the client certificate"
+						   : NULL;
+			if (x.http == 401 && !c->cfg.token_file && sent)
+				np_error_set(err, NP_EK8S, 0,
+					     "unauthorized: the API server rejected %s (HTTP 401)", sent);
 			goto fail;
 		}
 		if (c->deadline_ms == 0 && attempt + 1 >= K8S_MAX_ATTEMPTS_NO_DEADLINE) {

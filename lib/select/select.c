@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "exchange/message.h"
 #include "select/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
@@ -398,13 +399,47 @@ static int write_outputs(struct run *x, np_error *err)
 /* The result annotation and the Event on this pod: NetworkSelected, or
  * NetworkSelectionFailed with the reason.  Failing to post it is only a
  * warning: the outputs (or the exit code) say the rest. */
-static void publish(struct run *x, bool ok, const char *msg)
+static void publish(struct run *x, bool ok, int status, const char *msg)
 {
 	if (!x->have_k8s)
 		return;
+	const struct select_result *r = x->r;
+	const struct smoke_report *s = &r->smoke;
+	struct exchange_outcome oc = {
+		.ok = ok,
+		.status = ok ? 0 : status,
+		.epoch = r->ex.epoch,
+		.smoke = s->status == SMOKE_PASSED   ? EXCHANGE_SMOKE_PASSED
+			 : s->status == SMOKE_FAILED ? EXCHANGE_SMOKE_FAILED
+						     : EXCHANGE_SMOKE_SKIPPED,
+		.min_busbw = s->min_busbw > 0 ? s->min_busbw : 0,
+		.nccl = s->ran ? s->result.nccl_version : 0,
+		.warnings = (int)r->env_warnings.n,
+		.suspect_rank = -1,
+	};
+	if (!ok)
+		snprintf(oc.reason, sizeof(oc.reason), "%s", msg);
+	if (s->ran && s->result.n_sizes) {
+		oc.has_busbw = true;
+		oc.busbw = s->result.sizes[s->result.n_sizes - 1].busbw_gbps;
+	}
+	if (s->ran && s->suspect >= 0 && s->suspect_text[0]) {
+		const char *t = s->suspect_text;
+		if (strncmp(t, "suspect: ", 9) == 0) /* the field says it */
+			t += 9;
+		snprintf(oc.suspect, sizeof(oc.suspect), "%s", t);
+		oc.suspect_rank = s->suspect;
+	}
+	if (r->env_warnings.n)
+		jobs_env_warning_text(&r->env_warnings.v[0], oc.warning, sizeof(oc.warning));
 	np_error perr = { 0 };
+	char *outcome = NULL;
+	if (exchange_outcome_to_json(&oc, &outcome, &perr) < 0)
+		say(x, EXCHANGE_WARN, perr.msg);
+	perr = (np_error){ 0 };
 	struct exchange_opts xo = exchange_opts(x);
-	exchange_publish_result(&xo, &x->r->ex, ok, msg, &perr);
+	exchange_publish_result(&xo, &x->r->ex, ok, msg, outcome, &perr);
+	free(outcome);
 	if (perr.msg[0])
 		say(x, EXCHANGE_WARN, perr.msg);
 }
@@ -463,10 +498,10 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (ret == 0 && r->agreed) {
 		char msg[1536 + AGREE_VERSIONS_TEXT_MAX + sizeof(r->ex.probe_warning)];
 		selected_text(&x, msg, sizeof(msg));
-		publish(&x, true, msg);
+		publish(&x, true, 0, msg);
 	} else if (ret < 0 && o->peers_k8s && r->ex.pod) {
 		/* Every failure once this pod is known, on every pod, says why on it. */
-		publish(&x, false, err->msg);
+		publish(&x, false, err->status, err->msg);
 	}
 	k8s_config_free(&x.k8s);
 	return ret;
