@@ -5,6 +5,7 @@ import os
 import pytest
 
 from netns import candidate, read_outputs, reasons_text, source_env, veth
+from outset import assert_one_set
 
 OUT_FILES = {"nccl.env", "nccl.conf", "decision.json"}
 
@@ -144,8 +145,8 @@ def test_hostile_interface_name_is_quoted(netns, nicpick, out_dir, name):
     assert name in node.link_names(), "kernel/iproute2 changed the name"
 
     select_ok(nicpick, node, out_dir)
+    assert_one_set(out_dir)
     before = sorted(os.listdir(out_dir))
-    assert set(before) == OUT_FILES, before
     _, conf, dec = assert_chose(out_dir, name, "10.9.0.1")
     for shell in ("sh", "bash"):
         vals = source_env(out_dir, "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", shell=shell)
@@ -194,7 +195,7 @@ def test_renamed_interface_outputs_replaced_atomically(netns, nicpick, out_dir):
         assert "ens3f0" not in {c["name"] for c in dec["candidates"]}
         for f in OUT_FILES:
             assert os.stat(out_dir / f).st_ino != inodes[f], f"{f} rewritten in place"
-        assert sorted(os.listdir(out_dir)) == sorted(OUT_FILES), "temporary files left"
+        assert_one_set(out_dir)  # nothing of the old set, no temporary
         # the old contents are intact: readers never saw a half-written file
         for h in held:
             assert h.read(), f"{h.name}: old file emptied in place"
