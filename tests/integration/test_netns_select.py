@@ -179,6 +179,25 @@ def test_comma_name_is_refused_with_a_reason_next_to_a_good_one(netns, nicpick, 
     assert c["usable"] is False and c["reasons"], c
 
 
+def test_control_character_name_is_left_out_next_to_a_good_one(netns, nicpick, out_dir):
+    """Linux allows a control character in a name; nccl.conf cannot carry
+    one.  That interface is left out with its reason and the run goes on
+    (it used to fail the whole run with exit 2)."""
+    node, switch = netns.new("node"), netns.new("switch")
+    veth(node, "ctl0", switch, "sw0", "10.9.0.1/24", "10.9.0.2/24")
+    veth(node, "eth0", switch, "sw1", "10.8.0.1/24", "10.8.0.2/24")
+    # iproute2's JSON carries the raw character, which Python's reader
+    # refuses: rename and bring it up by hand.
+    node.down("ctl0")
+    node.ip("link", "set", "dev", "ctl0", "name", "a\x01b")
+    node.up("a\x01b")
+    assert "a\x01b" in node.ip("-o", "link", "show").stdout, "kernel/iproute2 refused the name"
+    select_ok(nicpick, node, out_dir)
+    _, _, dec = assert_chose(out_dir, "eth0", "10.8.0.1")
+    c = candidate(dec, "a\x01b")
+    assert c["usable"] is False and "name has a control character (0x01)" in reasons_text(c), c
+
+
 def test_renamed_interface_outputs_replaced_atomically(netns, nicpick, out_dir):
     node, switch = netns.new("node"), netns.new("switch")
     veth(node, "ens3f0", switch, "sw0", "10.9.0.1/24", "10.9.0.2/24")
