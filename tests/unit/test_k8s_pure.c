@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <time.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +414,65 @@ static void test_token_reread_on_change(void **state)
 	write_file(tmpdir, "token", "tok-1\n");
 }
 
+struct late_writer {
+	char path[160];
+	const char *text;
+};
+
+static void *write_late(void *ud)
+{
+	const struct late_writer *w = ud;
+	struct timespec ts = { 0, 150 * 1000000L };
+	nanosleep(&ts, NULL);
+	FILE *f = fopen(w->path, "w"); /* in place: same inode, as `>` does */
+	if (f) {
+		fputs(w->text, f);
+		fclose(f);
+	}
+	return NULL;
+}
+
+/* A token file rewritten in place is empty for a moment: that read is
+ * retried until the new token is there, not fatal (issue 14). */
+static void test_token_rewritten_in_place_is_read_again(void **state)
+{
+	char tok[128];
+	snprintf(tok, sizeof(tok), "%s/token", tmpdir);
+	struct k8s_config cfg = { .server = "https://127.0.0.1:1", .token_file = tok,
+				  .namespace = "ns" };
+	struct k8s_client *c = NULL;
+	np_error err = { 0 };
+	write_file(tmpdir, "token", "tok-1\n");
+	assert_int_equal(k8s_client_new(&c, &cfg, &err), 0);
+	k8s_client_set_timeout(c, 10);
+	assert_int_equal(k8s_token_refresh(c, false, &err), 0);
+	assert_string_equal(c->token, "tok-1");
+	FILE *f = fopen(tok, "w"); /* truncated: the writer has not written yet */
+	assert_non_null(f);
+	fclose(f);
+	struct late_writer w = { .text = "tok-2\n" };
+	snprintf(w.path, sizeof(w.path), "%s", tok);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, write_late, &w), 0);
+	int rc = k8s_token_refresh(c, true, &err);
+	pthread_join(t, NULL);
+	if (rc < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(c->token, "tok-2");
+
+	/* Still empty at the deadline: an error that says so, in time. */
+	f = fopen(tok, "w");
+	fclose(f);
+	k8s_client_set_timeout(c, 0.3);
+	int64_t t0 = k8s_mono_ms();
+	assert_int_equal(k8s_token_refresh(c, true, &err), -1);
+	assert_true(k8s_mono_ms() - t0 < 600);
+	assert_non_null(strstr(err.msg, "empty or malformed"));
+	assert_string_equal(c->token, "tok-2");
+	k8s_client_free(c);
+	write_file(tmpdir, "token", "tok-1\n");
+}
+
 static void test_deadline_wait_stops_at_deadline(void **state)
 {
 	struct k8s_config cfg = { .server = "https://127.0.0.1:1", .namespace = "ns" };
@@ -448,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_event_body_shape),
 		cmocka_unit_test(test_job_completions),
 		cmocka_unit_test(test_token_reread_on_change),
+		cmocka_unit_test(test_token_rewritten_in_place_is_read_again),
 		cmocka_unit_test(test_deadline_wait_stops_at_deadline),
 	};
 	return cmocka_run_group_tests_name("k8s_pure", tests, setup_sa, teardown_sa);
