@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/jsonread.h"
 
 #ifndef NICPICK_VERSION
 #define NICPICK_VERSION "dev"
@@ -354,8 +355,8 @@ static bool http_retryable(long http, const char *body, size_t len)
 		return true;
 	if (http == 409) {
 		/* Conflict (optimistic concurrency) may pass; AlreadyExists never will. */
-		json_t *st = json_loadb(body ? body : "", len, 0, NULL);
-		const char *reason = json_string_value(json_object_get(st, "reason"));
+		json_t *st = json_loadb(body ? body : "", len, JSON_ALLOW_NUL, NULL);
+		const char *reason = np_json_cstr(json_object_get(st, "reason"));
 		bool retry = reason && !strcmp(reason, "Conflict");
 		json_decref(st);
 		return retry;
@@ -403,8 +404,10 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		} else if (x.http >= 200 && x.http < 300) {
 			if (out) {
 				json_error_t jerr;
-				*out = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len, 0,
-						  &jerr);
+				/* NUL allowed: refused only where a value is used
+				 * (np_json_cstr). */
+				*out = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len,
+						  JSON_ALLOW_NUL, &jerr);
 				if (!*out) {
 					np_error_set(err, NP_EK8S, 0,
 						     "%s %s: invalid JSON in response: %s", method,
@@ -425,8 +428,8 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 			k8s_status_error(&tmp, method, path, x.http, x.resp.data, x.resp.len,
 					 c->cfg.token_file);
 			snprintf(last, sizeof(last), "%.400s", tmp.msg);
-			json_t *st = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len, 0,
-						NULL);
+			json_t *st = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len,
+						JSON_ALLOW_NUL, NULL);
 			delay = k8s_retry_after_ms(x.retry_after, st);
 			json_decref(st);
 		} else {
