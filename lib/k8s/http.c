@@ -236,6 +236,7 @@ void k8s_xfer_reset(struct k8s_xfer *x)
 	x->http = 0;
 	x->retry_after = 0;
 	x->deadline_hit = false;
+	x->tls_refused = false;
 	x->errbuf[0] = '\0';
 }
 
@@ -346,7 +347,60 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		x->deadline_hit = true;
 	if (!x->errbuf[0] && x->cc != CURLE_OK)
 		snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_easy_strerror(x->cc));
+	k8s_xfer_explain(x);
 	return 0;
+}
+
+/* Texts of a handshake the server refused: mbedTLS (the release build:
+ * MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE, MBEDTLS_ERR_SSL_HANDSHAKE_FAILURE,
+ * MBEDTLS_ERR_SSL_BAD_PROTOCOL_VERSION) and OpenSSL (Debian's libcurl: an
+ * alert received reads "tlsv1 alert protocol version", "sslv3 alert
+ * handshake failure", "tlsv13 alert certificate required"; "unsupported
+ * protocol", "no protocols available").  A reset or an EOF
+ * during the handshake is none of these, and stays worth a retry. */
+static const char *const tls_refusals[] = {
+	"fatal alert message was received", "handshake negotiation failed",
+	"bad protocol version", " alert ", "unsupported protocol", "no protocols available",
+	"wrong version number",
+};
+
+void k8s_xfer_explain(struct k8s_xfer *x)
+{
+	if (x->cc == CURLE_OK || !x->errbuf[0])
+		return;
+	/* mbedTLS's verify texts (curl 8) end with a newline. */
+	size_t n = strlen(x->errbuf);
+	while (n > 0 && (x->errbuf[n - 1] == '\n' || x->errbuf[n - 1] == ' '))
+		x->errbuf[--n] = '\0';
+	char orig[sizeof(x->errbuf)];
+	snprintf(orig, sizeof(orig), "%s", x->errbuf);
+	if (x->cc == CURLE_COULDNT_RESOLVE_HOST ||
+	    (x->cc == CURLE_OPERATION_TIMEDOUT && strcasestr(orig, "resolv"))) {
+		if (strncmp(orig, "DNS: ", 5) != 0)
+			snprintf(x->errbuf, sizeof(x->errbuf), "DNS: %s", orig);
+		return;
+	}
+	/* With TLS 1.3 the client's side of the handshake may complete before
+	 * the server's alert arrives: then it comes with the first read. */
+	if (x->cc != CURLE_SSL_CONNECT_ERROR && x->cc != CURLE_RECV_ERROR)
+		return;
+	for (size_t i = 0; i < sizeof(tls_refusals) / sizeof(tls_refusals[0]); i++) {
+		if (!strcasestr(orig, tls_refusals[i]))
+			continue;
+		x->tls_refused = true;
+#ifdef K8S_CURL_STATIC
+		/* The release build: libcurl and mbedTLS linked in. */
+		const char *tls = curl_version_info(CURLVERSION_NOW)->ssl_version;
+#else
+		const char *tls = "the system's libcurl";
+#endif
+		snprintf(x->errbuf, sizeof(x->errbuf),
+			 "the API server refused the TLS handshake (%s): it requires a TLS "
+			 "version, cipher suite or client certificate that nicpick does not offer "
+			 "(this build: %s), which retrying cannot change",
+			 orig, tls);
+		return;
+	}
 }
 
 static bool http_retryable(long http, const char *body, size_t len)
@@ -391,11 +445,11 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		long delay = -1;
 		if (x.cc != CURLE_OK) {
 			if (x.deadline_hit) {
-				np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s %s",
-					     method, path);
+				np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s %s: %s",
+					     method, path, x.errbuf);
 				goto fail;
 			}
-			if (!k8s_curl_retryable(x.cc)) {
+			if (!k8s_curl_retryable(x.cc) || x.tls_refused) {
 				np_error_set(err, NP_EK8S, 0, "%s %s%s: %s", method, c->cfg.server,
 					     path, x.errbuf);
 				goto fail;

@@ -267,7 +267,7 @@ static int after_connection(struct watch *w, struct k8s_xfer *x, int64_t elapsed
 		return 2;
 	}
 	if (x->cc != CURLE_OK) {
-		if (!k8s_curl_retryable(x->cc))
+		if (!k8s_curl_retryable(x->cc) || x->tls_refused)
 			return np_error_set(w->err, NP_EK8S, 0, "watch %s%s: %s", c->cfg.server,
 					    w->path, x->errbuf);
 		snprintf(w->last, sizeof(w->last), "%s", x->errbuf);

@@ -38,4 +38,4 @@ def test_a_nul_in_nicpicks_own_annotation_is_refused_with_a_reason(make_cluster)
     assert_all_exit(c, 5, started)
     for p in started:
         err = [l for l in p.describe().splitlines() if "error:" in l]
-        assert err and "job-w-3" in err[-1] and "refused" in err[-1], p.describe()
+        assert err and "refused: job-w-3" in err[-1] and "NUL" in err[-1], p.describe()

@@ -473,6 +473,48 @@ static void test_token_rewritten_in_place_is_read_again(void **state)
 	write_file(tmpdir, "token", "tok-1\n");
 }
 
+/* What a failed transfer says: a name that did not resolve names DNS, a
+ * handshake the server refused is not retried (issue 14).  The texts are
+ * curl's: lib/vtls/mbedtls.c failf("ssl_handshake returned: (-0x%04X) %s")
+ * with mbedTLS's error strings, OpenSSL's "error:0A00042E:SSL
+ * routines::tlsv1 alert protocol version", lib/hostip.c's "Could not
+ * resolve host" and lib/asyn-thread.c's "Resolving timed out after". */
+static void test_xfer_explain_names_dns_and_a_refused_handshake(void **state)
+{
+	static const struct {
+		CURLcode cc;
+		const char *text;
+		bool refused;
+		const char *starts;
+	} cases[] = {
+		{ CURLE_SSL_CONNECT_ERROR,
+		  "ssl_handshake returned: (-0x7780) SSL - A fatal alert message was received from our peer",
+		  true, "the API server refused the TLS handshake (ssl_handshake returned" },
+		{ CURLE_SSL_CONNECT_ERROR,
+		  "OpenSSL/3.0.17: error:0A00042E:SSL routines::tlsv1 alert protocol version", true,
+		  "the API server refused the TLS handshake" },
+		{ CURLE_SSL_CONNECT_ERROR,
+		  "ssl_handshake returned: (-0x0050) NET - Connection was reset by peer", false,
+		  "ssl_handshake returned" },
+		{ CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: kubernetes.default.svc", false,
+		  "DNS: Could not resolve host: kubernetes.default.svc" },
+		{ CURLE_OPERATION_TIMEDOUT, "Resolving timed out after 2000 milliseconds", false,
+		  "DNS: Resolving timed out after 2000 milliseconds" },
+		{ CURLE_OPERATION_TIMEDOUT, "Operation timed out after 2000 milliseconds with 0 bytes received",
+		  false, "Operation timed out" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct k8s_xfer x = { .cc = cases[i].cc };
+		snprintf(x.errbuf, sizeof(x.errbuf), "%s", cases[i].text);
+		k8s_xfer_explain(&x);
+		assert_int_equal(x.tls_refused, cases[i].refused);
+		if (strncmp(x.errbuf, cases[i].starts, strlen(cases[i].starts)) != 0)
+			fail_msg("case %zu: %s", i, x.errbuf);
+		if (cases[i].refused)
+			assert_non_null(strstr(x.errbuf, "retrying cannot change"));
+	}
+}
+
 static void test_deadline_wait_stops_at_deadline(void **state)
 {
 	struct k8s_config cfg = { .server = "https://127.0.0.1:1", .namespace = "ns" };
@@ -511,6 +553,7 @@ int main(void)
 		cmocka_unit_test(test_job_completions),
 		cmocka_unit_test(test_token_reread_on_change),
 		cmocka_unit_test(test_token_rewritten_in_place_is_read_again),
+		cmocka_unit_test(test_xfer_explain_names_dns_and_a_refused_handshake),
 		cmocka_unit_test(test_deadline_wait_stops_at_deadline),
 	};
 	return cmocka_run_group_tests_name("k8s_pure", tests, setup_sa, teardown_sa);

@@ -69,6 +69,10 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def start(self):
         crt, key, self.ca_path = ensure_certs(self.state_dir, self.sans)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        # $KUBEAPI_TLS_MIN_VERSION=VersionTLS13: a server that speaks TLS 1.3
+        # only, as kube-apiserver --tls-min-version=VersionTLS13 does.
+        if os.environ.get("KUBEAPI_TLS_MIN_VERSION") == "VersionTLS13":
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_3
         ctx.load_cert_chain(crt, key)
         ctx.set_alpn_protocols(["http/1.1"])     # no h2: clients fall back to HTTP/1.1
         self.ssl_ctx = ctx
