@@ -9,7 +9,6 @@
 # touched), the unpacked sources, and the install prefix.  A stamp file per
 # step makes a second run a no-op.
 set -eu
-PATCHES=$(cd "$(dirname "$0")" && pwd)/static-patches
 DIR=${1:-build/static/deps}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)

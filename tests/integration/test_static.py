@@ -342,3 +342,25 @@ def server_cert(net):
     writes them beside its CA)."""
     d = pathlib.Path(net.ca_path).parent
     return d / "server.crt", d / "server.key"
+
+
+def test_static_dns_that_never_answers_is_named_dns(net, pod_root):
+    """A cluster DNS that does not answer: the error says DNS (it used to
+    say only that a deadline passed)."""
+    import socket
+
+    def silent():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((podnet.API_ADDR, 53))  # receives, never answers
+        return s
+    sock = C.in_netns(net.api.name, silent)
+    try:
+        (pod_root / "etc" / "resolv.conf").write_text(f"nameserver {podnet.API_ADDR}\n")
+        install_sa(net, pod_root)
+        url = f"https://nosuch.test.internal:{net.port}"
+        p = in_root(net.node, pod_root, *net.select_args(server=url), "--timeout", "6")
+    finally:
+        sock.close()
+    assert p.returncode == 5, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "DNS: Resolving timed out" in last, p.stderr
