@@ -14,7 +14,17 @@
 
 struct route_answer {
 	int oif;
+	int kernel_errno; /* the kernel's answer to the request, 0 none */
 };
+
+/* libnl turns the kernel's errno into its own codes, most of them
+ * "Unspecific failure" (ENETUNREACH is one): keep the kernel's. */
+static int on_error(struct sockaddr_nl *nla, struct nlmsgerr *e, void *arg)
+{
+	struct route_answer *a = arg;
+	a->kernel_errno = -e->error;
+	return NL_STOP;
+}
 
 static int on_route(struct nl_msg *msg, void *arg)
 {
@@ -52,10 +62,19 @@ int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *e
 	    (r = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO)) == 0 &&
 	    (r = nla_put(msg, RTA_DST, (int)alen, bytes)) == 0 &&
 	    (r = nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, on_route, &ans)) == 0 &&
+	    (r = nl_socket_modify_err_cb(sk, NL_CB_CUSTOM, on_error, &ans)) == 0 &&
 	    (r = nl_send_auto(sk, msg)) >= 0)
 		r = nl_recvmsgs_default(sk);
 	nlmsg_free(msg);
 	nl_socket_free(sk);
+	if (ans.kernel_errno == ENETUNREACH || ans.kernel_errno == EHOSTUNREACH)
+		return np_error_set(err, NP_EINTERNAL, ans.kernel_errno,
+				    "no route to %s (is the interface to it down, or without its "
+				    "address?)",
+				    peer_addr);
+	if (ans.kernel_errno)
+		return np_error_set(err, NP_EINTERNAL, ans.kernel_errno, "route lookup for %s",
+				    peer_addr);
 	if (r < 0)
 		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: %s", peer_addr,
 				    nl_geterror(r));
