@@ -73,6 +73,9 @@ SMOKE_SRC := $(sort $(wildcard cmd/nicpick-smoke/*.c))
 SMOKE_OBJ := $(SMOKE_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# tests/live: C tests of lib/k8s that need the test API server (tools/kubeapi).
+LIVE_SRC := $(sort $(wildcard tests/live/test_*.c))
+LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
 
@@ -94,9 +97,13 @@ $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The smoke companion: dynamically linked so that it can dlopen NCCL and
-# the CUDA runtime (lib/smoke/smoke.h says why it is a separate program).
+# the CUDA runtime (lib/smoke/smoke.h says why it is a separate program;
+# its code is lib/gpu).  In the static build's own tree the release rule
+# below makes it, so that each target has one rule.
+ifneq ($(BUILD),$(STATIC_DIR))
 $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
 
 # `make static`: a fully static x86-64 build/static/nicpick (stripped), and
 # beside it the smoke companion as a release ships it.
@@ -136,7 +143,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libnicpick.a
+$(UNIT_BIN): $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libnicpick.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS) -lcmocka
+
+$(LIVE_BIN): $(BUILD)/tests/%: tests/live/%.c $(BUILD)/libnicpick.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS) -lcmocka \
 	  $(shell pkg-config --libs libcurl)
@@ -156,17 +167,18 @@ run: deps
 # A test double of libnccl.so.2 and libcudart.so (tests/doubles/fakegpu.c):
 # built for the tests only, never installed or shipped.
 FAKEGPU := $(BUILD)/tests/libfakegpu.so
-$(FAKEGPU): tests/doubles/fakegpu.c lib/smoke/gpu_api.h
+$(FAKEGPU): tests/doubles/fakegpu.c lib/gpu/gpu_api.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Ilib \
 	  -shared -fPIC -o $@ $<
 
-# test_*_live binaries need the test API server: pytest drives them in
-# `make integration`, case by case.
-unit: all $(UNIT_BIN) $(FAKEGPU)
-	@set -e; for t in $(filter-out %_live,$(UNIT_BIN)); do echo "== $$t"; $$t; done
+# The tests/live binaries need the test API server: `make unit` builds them
+# (so that one pytest file can be run after it) and `make integration` runs
+# them through pytest (tests/integration/test_k8s_client.py), case by case.
+unit: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-integration: all $(UNIT_BIN) $(FAKEGPU)
+integration: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
 	NICPICK=$(abspath $(BUILD)/nicpick) NICPICK_FAKEGPU=$(abspath $(FAKEGPU)) NICPICK_K8S_LIVE=$(abspath $(BUILD)/tests/test_k8s_live) \
 	  NICPICK_SANITIZED=$(SANITIZE) \
 	  $(PYTHON) -m pytest -q -rs tests/integration

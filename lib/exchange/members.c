@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exchange/gather_priv.h"
+#include "util/grow.h"
 
 static const char *index_labels[] = {
 	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
@@ -18,14 +19,8 @@ struct member *gather_member(struct gather *g, const char *name, bool create)
 			return &g->m[i];
 	if (!create)
 		return NULL;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-		struct member *m = realloc(g->m, cap * sizeof(*m));
-		if (!m)
-			return NULL;
-		g->m = m;
-		g->cap = cap;
-	}
+	if (np_grow(&g->m, &g->cap, g->n, sizeof(*g->m), 64) < 0)
+		return NULL;
 	struct member *m = &g->m[g->n++];
 	memset(m, 0, sizeof(*m));
 	snprintf(m->name, sizeof(m->name), "%s", name);

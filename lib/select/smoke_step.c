@@ -14,6 +14,7 @@
 #include "select/select.h"
 #include "util/clock.h"
 #include "util/jsonread.h"
+#include "util/text.h"
 
 /* "10.9.0.1:29418", "[fd00::1]:29418" (NCCL_COMM_ID's syntax). */
 void select_comm_id(const char *addr, int port, char *buf, size_t len)
@@ -85,7 +86,7 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 	g->nccl = r.nccl_version;
 	g->driver = r.cuda_driver;
 	g->runtime = r.cuda_runtime;
-	exchange_text_copy(g->model, sizeof(g->model), r.gpu);
+	np_text_clean(g->model, sizeof(g->model), r.gpu, NP_TEXT_SPACE);
 	if (!np_str_ok(g->model, NP_CS_TEXT))
 		g->model[0] = '\0';
 	if (!r.ok && r.unavailable)

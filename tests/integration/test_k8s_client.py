@@ -1,7 +1,8 @@
 """lib/k8s against the test API server.
 
-The C side is tests/unit/test_k8s_live.c (built by `make unit` as
-build/tests/test_k8s_live).  This file starts tools/kubeapi,
+The C side is tests/live/test_k8s_live.c (built by `make unit` and
+`make integration` as build/tests/test_k8s_live; `make unit` does not run
+it, since it needs a server).  This file starts tools/kubeapi,
 runs that binary once per named case with the server's address, CA and
 tokens in its environment, and checks that the case ran and passed (a
 skipped or missing case fails here).  Faults, RBAC and token changes are
@@ -93,7 +94,7 @@ def test_k8s_client_live(live_bin, apiserver, case):
 
 def test_every_live_case_is_listed_here():
     """A case added to test_k8s_live.c but not to CASES would never run."""
-    src = (ROOT / "tests" / "unit" / "test_k8s_live.c").read_text()
+    src = (ROOT / "tests" / "live" / "test_k8s_live.c").read_text()
     in_c = re.findall(r"cmocka_unit_test_setup\((test_\w+),", src)
     assert sorted(in_c) == sorted(CASES)
 

@@ -430,7 +430,7 @@ def test_job_without_a_gpu_on_one_pod_decides_for_every_pod(make_cluster, gpu_en
 
 
 def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
-    """lib/smoke/gpu_api.h declares NCCL's and CUDA's prototypes itself
+    """lib/gpu/gpu_api.h declares NCCL's and CUDA's prototypes itself
     (neither header ships in Debian); where the real headers exist, the
     companion's code must compile against them unchanged, -Werror."""
     import glob
@@ -439,7 +439,7 @@ def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
             and os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
     if not incs:
         pytest.skip("not applicable: no nccl.h and cuda_runtime_api.h under /usr/local/cuda*/include")
-    for src in ("lib/smoke/load.c", "lib/smoke/run.c"):
+    for src in ("lib/gpu/load.c", "lib/gpu/run.c"):
         p = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                             "-Wno-format-truncation", "-D_GNU_SOURCE", "-DNICPICK_REAL_GPU_HEADERS",
                             "-Ilib", "-I" + incs[-1], "-c", src, "-o", str(tmp_path / "x.o")],

@@ -1,12 +1,12 @@
-/* lib/k8s against the project's test API server (tests/apiserver/kubeapi.py).
+/* lib/k8s against the project's test API server (tools/kubeapi).
  *
  * tests/integration/test_k8s_client.py starts the server and runs this binary
  * with NICPICK_TEST_API, NICPICK_TEST_CA, NICPICK_TEST_TOKEN_FILE,
  * NICPICK_TEST_ADMIN_TOKEN_FILE, NICPICK_TEST_NS and (optionally)
  * NICPICK_TEST_CASE, a cmocka filter naming one test.  Faults, RBAC and
  * tokens are set through the server's /_admin endpoint from here, so each
- * test is self-contained.  Without the environment (`make unit`) it skips
- * and says why. */
+ * test is self-contained.  Run without that environment, it skips and says
+ * why.  It lives apart from tests/unit because it needs the server. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
