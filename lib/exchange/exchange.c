@@ -11,6 +11,7 @@
 #include "jobs/jobs.h"
 #include "probe/probe.h"
 #include "util/testhook.h"
+#include "util/jsonread.h"
 
 /* Give each candidate the gateway its interface reaches, a default route's
  * first: pods in different subnets can only agree on a routed fabric, and
@@ -85,7 +86,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	if (spec_note[0])
 		ex_log(x, EXCHANGE_INFO, "%s", spec_note);
 
-	const char *node = json_string_value(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
+	const char *node = np_json_cstr(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)
 		goto out;
 	if (o->local_routes && add_gateways(&x->mine, nics, err) < 0)

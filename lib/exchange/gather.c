@@ -7,6 +7,7 @@
 #include "exchange/gather_priv.h"
 #include "util/clock.h"
 #include "util/text.h"
+#include "util/jsonread.h"
 
 static bool member_done(const struct gather *g, const struct member *m)
 {
@@ -364,8 +365,8 @@ static int count_pods(struct ex *x, np_error *err)
 	json_t *owners = json_object_get(json_object_get(x->pod, "metadata"), "ownerReferences"), *ow;
 	size_t i;
 	json_array_foreach(owners, i, ow) {
-		const char *kind = json_string_value(json_object_get(ow, "kind"));
-		const char *jname = json_string_value(json_object_get(ow, "name"));
+		const char *kind = np_json_cstr(json_object_get(ow, "kind"));
+		const char *jname = np_json_cstr(json_object_get(ow, "name"));
 		json_t *job = NULL;
 		if (!kind || strcmp(kind, "Job") != 0 || !jname)
 			continue;
