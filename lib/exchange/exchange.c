@@ -3,6 +3,7 @@
 #include "exchange/exchange.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,21 +150,70 @@ void exchange_result_free(struct exchange_result *res)
 	res->pod = NULL;
 }
 
-int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, np_error *err)
+/* A failed gatherer's round: its followers end with its reason.  Added to
+ * ann unless the round on the pod already failed (a job-wide failure the
+ * gatherer decided, with its own reason). */
+static void add_failed_round(const struct exchange_opts *o, const struct exchange_result *res,
+			     const json_t *pod, int status, const char *message, json_t *ann)
 {
+	char *sel = NULL, *lsel = NULL;
+	np_error e = { 0 };
+	const char *leader_sel = o->leader_selector;
+	if (!leader_sel && exchange_selectors(pod, &sel, &lsel, &e) == 0)
+		leader_sel = lsel;
+	const char *name = ex_meta(pod, "name"), *uid = ex_meta(pod, "uid");
+	if (!leader_sel || !name || !uid || !ex_pod_matches(pod, leader_sel))
+		goto out;
+	struct exchange_round cur;
+	const char *rd = ex_annotation(pod, EXCHANGE_ANN_ROUND);
+	bool mine = rd && exchange_round_parse(rd, strlen(rd), &cur, &e) == 0 &&
+		    strcmp(cur.leader, uid) == 0;
+	if (mine && cur.state == EXCHANGE_FAILED)
+		goto out;
+	/* Newer than any part handed out: a round's parts are written before
+	 * the round itself, so they may be one epoch ahead of it. */
+	struct exchange_round r = { .state = EXCHANGE_FAILED, .status = status };
+	r.epoch = (mine && cur.epoch > res->epoch ? cur.epoch : res->epoch) + 1;
+	snprintf(r.leader, sizeof(r.leader), "%s", uid);
+	snprintf(r.reason, sizeof(r.reason), "the gatherer %s failed: %s (exit %d)", name, message,
+		 status);
+	char *json = NULL;
+	if (exchange_round_to_json(&r, &json, &e) == 0)
+		json_object_set_new(ann, EXCHANGE_ANN_ROUND, json_string(json));
+	free(json);
+out:
+	free(sel);
+	free(lsel);
+}
+
+int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
+			    int status, const char *message, np_error *err)
+{
+	const char *name = res->pod ? ex_meta(res->pod, "name") : o->k8s->pod_name;
+	if (!name)
+		return np_error_set(err, NP_EUSAGE, 0, "this pod's name is unknown");
 	struct k8s_client *k;
-	if (!res->pod || k8s_client_new(&k, o->k8s, err) < 0)
+	if (k8s_client_new(&k, o->k8s, err) < 0)
 		return -1;
 	k8s_client_set_deadline(k, o->deadline_ms);
-	const char *name = ex_meta(res->pod, "name");
-	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_RESULT, message);
-	int r = k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err);
-	json_decref(patch);
+	json_t *pod = NULL;
+	int r = k8s_get_pod(k, o->k8s->namespace, name, &pod, err);
+	json_t *ann = r == 0 ? json_pack("{s:s}", EXCHANGE_ANN_RESULT, message) : NULL;
+	if (r == 0 && !ann)
+		r = np_error_set(err, NP_EINTERNAL, ENOMEM, "result annotation");
+	if (r == 0 && status != NP_OK)
+		add_failed_round(o, res, pod, status, message, ann);
+	if (r == 0) {
+		json_t *patch = json_pack("{s:{s:o}}", "metadata", "annotations", ann);
+		r = patch ? k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err)
+			  : np_error_set(err, NP_EINTERNAL, ENOMEM, "result annotation");
+		json_decref(patch);
+	}
 	if (r == 0)
-		r = k8s_create_event(k, o->k8s->namespace, res->pod,
-				     ok ? "NetworkSelected" : "NetworkSelectionFailed", message,
-				     ok ? "Normal" : "Warning", err);
+		r = k8s_create_event(k, o->k8s->namespace, pod,
+				     status == NP_OK ? "NetworkSelected" : "NetworkSelectionFailed",
+				     message, status == NP_OK ? "Normal" : "Warning", err);
+	json_decref(pod);
 	k8s_client_free(k);
 	return r;
 }

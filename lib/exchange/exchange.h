@@ -92,8 +92,16 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
 void exchange_result_free(struct exchange_result *res);
 
-/* After the outputs are written: the result annotation and an Event. */
+/* The end of the run, on this pod: the result annotation (message, the
+ * one line) and an Event, NetworkSelected (status NP_OK, after the
+ * outputs are written) or NetworkSelectionFailed (status: the exit
+ * status).  The pod is read again (also when res->pod is NULL: a run that
+ * failed before the exchange read it, by o->k8s->pod_name).  A gatherer
+ * that failed also marks its round failed, unless it already is, with
+ * "the gatherer POD failed: MESSAGE (exit N)": its followers read that and
+ * exit at once with its status and reason instead of waiting out their
+ * deadline. */
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, np_error *err);
+			    int status, const char *message, np_error *err);
 
 #endif

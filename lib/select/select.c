@@ -141,18 +141,20 @@ static int agree(const struct select_opts *o, struct select_result *r, const str
 /* The result annotation and the Event on this pod: NetworkSelected, or
  * NetworkSelectionFailed with the reason.  Failing to post it is only a
  * warning: the outputs (or the exit code) say the rest. */
-static void publish(const struct select_opts *o, const struct select_result *r, bool ok,
+static void publish(const struct select_opts *o, const struct select_result *r, int status,
 		    const char *msg)
 {
 	np_error perr = { 0 };
 	struct exchange_opts xo = o->ex;
 	struct k8s_config cfg = { 0 };
-	if (k8s_config_load(&cfg, &o->k8s, &perr) == 0) {
+	/* A pod whose name or API server is unknown has nowhere to say it
+	 * (the run's own error says the rest). */
+	if (k8s_config_load(&cfg, &o->k8s, &perr) == 0 && (r->ex.pod || cfg.pod_name)) {
 		xo.k8s = &cfg;
-		exchange_publish_result(&xo, &r->ex, ok, msg, &perr);
+		exchange_publish_result(&xo, &r->ex, status, msg, &perr);
+		if (perr.msg[0] && xo.log)
+			xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
 	}
-	if (perr.msg[0] && xo.log)
-		xo.log(xo.log_ud, EXCHANGE_WARN, perr.msg);
 	k8s_config_free(&cfg);
 }
 
@@ -188,8 +190,11 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 {
 	int ret = run(o, r, err);
 	/* Every failure once this pod is known, on every pod, says why on it. */
-	if (ret < 0 && o->peers_k8s && r->ex.pod)
-		publish(o, r, false, err->msg);
+	/* Also a failure before the exchange read this pod (no usable
+	 * interface, a usage error that depends on the node), unless the API
+	 * itself failed: then there is nothing to post it through. */
+	if (ret < 0 && o->peers_k8s && (r->ex.pod || err->status != NP_EK8S))
+		publish(o, r, err->status ? err->status : NP_EINTERNAL, err->msg);
 	return ret;
 }
 
@@ -329,7 +334,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 			snprintf(msg + len, sizeof(msg) - len, "; warning: %zu setting(s) override this: %s",
 				 r->env_warnings.n, first);
 		}
-		publish(o, r, true, msg);
+		publish(o, r, NP_OK, msg);
 	}
 	return 0;
 }

@@ -39,3 +39,31 @@ def test_a_nul_in_nicpicks_own_annotation_is_refused_with_a_reason(make_cluster)
     for p in started:
         err = [l for l in p.describe().splitlines() if "error:" in l]
         assert err and "refused: job-w-3" in err[-1] and "NUL" in err[-1], p.describe()
+
+
+def test_a_gatherer_that_fails_early_ends_its_followers_at_once_with_its_reason(make_cluster):
+    """The gatherer's fast interface is down and the job is pinned to that
+    network (--cidr): it has no usable interface (exit 3) before it ever
+    publishes a report.  It still says so on its pod (result annotation,
+    NetworkSelectionFailed Event), and marks its round failed, so its
+    followers exit at once with its reason instead of waiting out
+    --timeout and blaming a gatherer that "has not started"."""
+    import time
+    from test_agree_e2e import error_line
+    c = make_cluster()
+    g = c.pods[0]
+    g.node.ns.down(g.node.fast_if)
+    t0 = time.monotonic()
+    run_job(c, *COMMON, "--cidr", C.FAST_NET + ".0/24", "--timeout", "40", timeout=60)
+    took = time.monotonic() - t0
+    assert g.rc == 3, g.describe()
+    assert [p.rc for p in c.pods[1:]] == [3, 3, 3], diag(c)
+    assert took < 15, f"{took:.1f} s: the followers waited for their deadline\n{diag(c)}"
+    for p in c.pods[1:]:
+        err = error_line(p)
+        assert f"the gatherer {g.name} failed: no usable network interface" in err, p.describe()
+        assert "(exit 3)" in err, err
+    assert "no usable network interface" in (c.annotation(g.name, "nicpick.io/result") or "")
+    evs = [e for e in c.events() if e["involvedObject"]["name"] == g.name]
+    assert [e["reason"] for e in evs] == ["NetworkSelectionFailed"], evs
+    assert evs[0]["type"] == "Warning" and "no usable network interface" in evs[0]["message"], evs
