@@ -60,8 +60,7 @@ static int join(char *buf, size_t size, const char *dir, const char *name, np_er
 	return 0;
 }
 
-/* mkdir -p: create every missing component with mode 0755. */
-static int mkdir_p(const char *dir, np_error *err)
+int outputs_mkdir_p(const char *dir, np_error *err)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
@@ -128,7 +127,7 @@ int outputs_write_file_atomic(const char *dir, const char *name, const char *dat
 {
 	if (!dir || !*dir)
 		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
-	if (mkdir_p(dir, err) < 0)
+	if (outputs_mkdir_p(dir, err) < 0)
 		return -1;
 	remove_stale_temps(dir, name);
 	struct out_file f = { .name = name, .data = (char *)data, .len = len };
@@ -460,7 +459,7 @@ int outputs_write(const char *dir, const struct outputs_env *env, const json_t *
 	if (outputs_render_conf(&e, &conf_text, err) < 0)
 		return -1;
 
-	if (mkdir_p(dir, err) < 0)
+	if (outputs_mkdir_p(dir, err) < 0)
 		return -1;
 	struct out_file files[N_SET] = {
 		{ .name = set_names[0], .data = env_text, .len = strlen(env_text) },

@@ -158,26 +158,7 @@ struct smoke_report {
 };
 
 const char *smoke_status_name(enum smoke_status s);
-/* decision.json's "smoke" object (new reference; NULL when out of memory). */
-struct json_t;
-struct json_t *smoke_report_to_json(const struct smoke_report *s);
 /* One line for logs, the annotation and the Event. */
 void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len);
-
-/* What `nicpick smoke --out-dir DIR` needs from a finished DIR/decision.json:
- * the environment nicpick wrote, this pod's interface, and its rank. */
-#define SMOKE_OUTDIR_VARS_MAX 16
-struct smoke_outdir {
-	size_t n_vars;
-	char key[SMOKE_OUTDIR_VARS_MAX][64];
-	char value[SMOKE_OUTDIR_VARS_MAX][1024];
-	char ifname[IFNAMSIZ];
-	char ib_hca[512];
-	int rank, world;
-	char comm_id[80];
-	long min_mbps; /* -1 unknown */
-};
-/* Strict for every key it reads; NP_EUSAGE naming the file and the key. */
-int smoke_outdir_load(const char *dir, struct smoke_outdir *out, np_error *err);
 
 #endif
