@@ -61,6 +61,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	x->ns = o->k8s->namespace;
 	if (k8s_client_new(&x->k, o->k8s, err) < 0 || k8s_client_new(&x->w, o->k8s, err) < 0)
 		goto out;
+	k8s_client_set_cancel(x->k, o->cancel);
+	k8s_client_set_cancel(x->w, o->cancel);
 	k8s_client_set_deadline(x->k, o->deadline_ms);
 	if (k8s_get_pod(x->k, x->ns, x->name, &x->pod, err) < 0) {
 		np_error_wrap(err, "cannot read this pod");
@@ -172,7 +174,10 @@ static void add_failed_round(const struct exchange_opts *o, const struct exchang
 		goto out;
 	/* Newer than any part handed out: a round's parts are written before
 	 * the round itself, so they may be one epoch ahead of it. */
-	struct exchange_round r = { .state = EXCHANGE_FAILED, .status = status };
+	/* A follower takes the round's status as its own: one of nicpick's
+	 * (a gatherer stopped by a signal, 128 + N, fails its followers with 1). */
+	struct exchange_round r = { .state = EXCHANGE_FAILED,
+				    .status = status > 0 && status <= NP_ESMOKE ? status : NP_EINTERNAL };
 	r.epoch = (mine && cur.epoch > res->epoch ? cur.epoch : res->epoch) + 1;
 	snprintf(r.leader, sizeof(r.leader), "%s", uid);
 	snprintf(r.reason, sizeof(r.reason), "the gatherer %s failed: %s (exit %d)", name, message,

@@ -14,6 +14,7 @@
 #define NP_EXCHANGE_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,6 +54,7 @@ struct exchange_opts {
 				      * differ fail the job (NP_ESMOKE) */
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
 	void *log_ud;
+	const volatile sig_atomic_t *cancel; /* select_ctx's */
 };
 
 /* This pod's part of the agreed network. */

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "util/cancel.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
 #include "util/jsonread.h"
@@ -164,12 +165,20 @@ void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(voi
 	c->next_tick = k8s_mono_ms() + c->tick_ms;
 }
 
-/* curl calls this about once a second even on an idle connection. */
+void k8s_client_set_cancel(struct k8s_client *c, const volatile sig_atomic_t *cancel)
+{
+	c->cancel = cancel;
+}
+
+/* curl calls this about once a second even on an idle connection: a
+ * cancelled run aborts the transfer from here. */
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 		       curl_off_t ulnow)
 {
 	struct k8s_client *c = ud;
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (np_cancelled(c->cancel))
+		return 1;
 	int64_t now = k8s_mono_ms();
 	if (c->tick && now >= c->next_tick) {
 		c->next_tick = now + c->tick_ms;
@@ -255,9 +264,16 @@ int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 	bool too_long = ms >= remaining;
 	if (too_long)
 		ms = remaining > 0 ? (long)remaining : 0;
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	/* In slices of 200 ms, so that a cancelled run ends within one. */
+	for (int64_t end = k8s_mono_ms() + ms;;) {
+		if (np_cancelled(c->cancel))
+			return np_error_cancelled(err, np_cancelled(c->cancel), what);
+		int64_t left = end - k8s_mono_ms();
+		if (left <= 0)
+			break;
+		struct timespec ts = { 0, (left > 200 ? 200 : (long)left) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	if (too_long)
 		return np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s", what);
 	return 0;
@@ -319,6 +335,8 @@ static void account(struct k8s_client *c)
 
 int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 {
+	if (np_cancelled(c->cancel))
+		return np_error_cancelled(err, np_cancelled(c->cancel), "talking to the API server");
 	int64_t remaining = k8s_remaining_ms(c);
 	if (remaining <= 0) {
 		x->deadline_hit = true;
@@ -414,7 +432,7 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
 	}
-	if (c->tick) {
+	if (c->tick || c->cancel) {
 		curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(e, CURLOPT_XFERINFODATA, c);
@@ -436,6 +454,8 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
 	curl_slist_free_all(hdrs);
+	if (np_cancelled(c->cancel))
+		return np_error_cancelled(err, np_cancelled(c->cancel), "talking to the API server");
 	if (x->cc == CURLE_OPERATION_TIMEDOUT && k8s_remaining_ms(c) <= 10)
 		x->deadline_hit = true;
 	if (!x->errbuf[0] && x->cc != CURLE_OK)

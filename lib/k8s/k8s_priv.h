@@ -3,6 +3,7 @@
 #ifndef NP_K8S_PRIV_H
 #define NP_K8S_PRIV_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,9 @@ struct k8s_client {
 	void (*tick)(void *ud);
 	void *tick_ud;
 	int64_t tick_ms, next_tick;
+	/* the run's cancellation (util/cancel.h): a transfer or a back-off
+	 * under way ends within about a second */
+	const volatile sig_atomic_t *cancel;
 	long last_http; /* status of the last response, 0 when none came */
 	struct k8s_exec_cred cred; /* from cfg.exec, until it expires or a 401 */
 	/* tls_server_name: the URL names it, curl connects to the server's

@@ -10,8 +10,10 @@
 #include "select/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
+#include "util/cancel.h"
 
 #define PUBLISH_RESERVE_MS 2000
+#define PUBLISH_STOPPED_MS 600
 
 int select_gather(const struct select_opts *o, struct select_result *r, np_error *err)
 {
@@ -137,6 +139,7 @@ static struct exchange_opts exchange_opts(struct run *x)
 	xo.agree.family = o->policy.family;
 	xo.agree.has_cidr = o->policy.has_cidr;
 	xo.agree.cidr = o->policy.cidr;
+	xo.cancel = o->ctx.cancel;
 	return xo;
 }
 
@@ -332,6 +335,9 @@ static void publish(struct run *x, int status, const char *msg)
 	if (!x->r->ex.pod && !x->k8s.pod_name)
 		return;
 	struct exchange_opts xo = exchange_opts(x);
+	/* Stopped by a signal: say so, but within the second the stop allows. */
+	if (np_cancelled(xo.cancel) && xo.deadline_ms > np_now_ms() + PUBLISH_STOPPED_MS)
+		xo.deadline_ms = np_now_ms() + PUBLISH_STOPPED_MS;
 	exchange_publish_result(&xo, &x->r->ex, status, msg, &perr);
 	if (perr.msg[0])
 		say(x, EXCHANGE_WARN, perr.msg);
@@ -372,6 +378,11 @@ static int run(struct run *x, np_error *err)
 		return -1;
 	if (choose_outputs(x, err) < 0 || smoke(x, err) < 0 || check_pod_env(x, err) < 0)
 		return -1;
+	/* A run stopped now writes nothing (one stopped later has the new set
+	 * in force, or the old: lib/outputs). */
+	int sig = np_cancelled(x->o->ctx.cancel);
+	if (sig)
+		return np_error_cancelled(err, sig, "deciding");
 	return write_outputs(x, err);
 }
 
@@ -387,7 +398,8 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 		/* Every failure once this pod is known, on every pod, says why on
 		 * it; also one before the exchange read the pod, unless the API
 		 * itself failed: then there is nothing to post it through. */
-		publish(&x, err->status ? err->status : NP_EINTERNAL, err->msg);
+		int sig = np_cancelled(o->ctx.cancel);
+		publish(&x, sig ? 128 + sig : err->status ? err->status : NP_EINTERNAL, err->msg);
 	}
 	k8s_config_free(&x.k8s);
 	return ret;

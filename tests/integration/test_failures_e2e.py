@@ -67,3 +67,69 @@ def test_a_gatherer_that_fails_early_ends_its_followers_at_once_with_its_reason(
     evs = [e for e in c.events() if e["involvedObject"]["name"] == g.name]
     assert [e["reason"] for e in evs] == ["NetworkSelectionFailed"], evs
     assert evs[0]["type"] == "Warning" and "no usable network interface" in evs[0]["message"], evs
+
+
+def wait_for_log(p, text, timeout=20):
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        p._err.flush()
+        with open(p._err.name) as f:
+            if text in f.read():
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{p.name}: no {text!r} in its log within {timeout} s")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_ends_the_run_within_a_second_and_says_so_on_the_pod(make_cluster, sig, code):
+    """SIGTERM is how a pod is deleted, SIGINT a Ctrl-C: the run ends
+    within a second with one error line, exit 128 + N as a shell reports
+    it, the Event and the result annotation on its pod, and nothing left
+    in its out dir.  Here a follower waits for a gatherer that never
+    starts."""
+    import os
+    import signal
+    import time
+    c = make_cluster()
+    f = c.pods[2]
+    f.start(*COMMON, "--timeout", "60")
+    wait_for_log(f, "published")
+    t0 = time.monotonic()
+    f.proc.send_signal(getattr(signal, sig))
+    rc = f.wait(10)
+    took = time.monotonic() - t0
+    assert rc == code, f.describe()
+    assert took < 1.0, f"{took:.2f} s\n{f.describe()}"
+    errs = [l for l in f.stderr_text.splitlines() if "error:" in l]
+    assert len(errs) == 1 and f"stopped by {sig}" in errs[0], f.describe()
+    assert os.listdir(f.out_dir) == [], os.listdir(f.out_dir)
+    assert f"stopped by {sig}" in (c.annotation(f.name, "nicpick.io/result") or "")
+    evs = [e for e in c.events() if e["involvedObject"]["name"] == f.name]
+    assert [e["reason"] for e in evs] == ["NetworkSelectionFailed"], evs
+
+
+def test_a_gatherer_stopped_by_sigterm_ends_its_followers_at_once(make_cluster):
+    import signal
+    import time
+    c = make_cluster()
+    g, followers = c.pods[0], c.pods[1:3]  # job-w-3 never starts: the gatherer waits
+    for p in (g, *followers):
+        p.start(*COMMON, "--timeout", "60")
+    wait_for_log(g, "published")
+    for p in followers:
+        wait_for_log(p, "published")
+    t0 = time.monotonic()
+    g.proc.send_signal(signal.SIGTERM)
+    assert g.wait(10) == 143, g.describe()
+    for p in followers:
+        p.wait(20)
+    took = time.monotonic() - t0
+    assert [p.rc for p in followers] == [1, 1], diag(c, followers)
+    assert took < 8, f"{took:.1f} s: the followers waited\n{diag(c, followers)}"
+    for p in followers:
+        err = [l for l in p.stderr_text.splitlines() if "error:" in l][-1]
+        assert f"the gatherer {g.name} failed: stopped by SIGTERM" in err and "(exit 143)" in err, err
