@@ -113,6 +113,10 @@ void cli_print_usage(FILE *out)
 
 #define OPTS_MAX 96
 
+/* With --nccl-debug NCCL's log is already kept: an error says where, not
+ * "rerun with --nccl-debug" (set by cli_parse). */
+static char smoke_kept[4200];
+
 int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -179,6 +183,10 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 		return cli_usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->sel.snapshot && (c->sel.src.sysfs_root || c->sel.src.netlink_json))
 		return cli_usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	if (c->sel.smoke.nccl_debug && c->sel.out_dir)
+		snprintf(smoke_kept, sizeof(smoke_kept),
+			 "the smoke all-reduce failed or could not run; NCCL's log is in %s/nccl-debug",
+			 c->sel.out_dir);
 	return 0;
 }
 
@@ -337,7 +345,7 @@ int cli_fail(const np_error *err)
 int cli_fail_shown(const np_error *err, bool table_shown)
 {
 	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
-	const char *next = next_step[st];
+	const char *next = st == NP_ESMOKE && smoke_kept[0] ? smoke_kept : next_step[st];
 	if (!table_shown && (st == NP_ENOIFACE || st == NP_ENOCOMMON))
 		next = next_step_no_table[st];
 	int sig = stop_signal;
