@@ -153,8 +153,8 @@ void exchange_result_free(struct exchange_result *res)
 }
 
 /* A failed gatherer's round: its followers end with its reason.  Added to
- * ann unless the round on the pod already failed (a job-wide failure the
- * gatherer decided, with its own reason). */
+ * ann unless the round on the pod already ended (final, or failed with a
+ * job-wide reason the gatherer decided). */
 static void add_failed_round(const struct exchange_opts *o, const struct exchange_result *res,
 			     const json_t *pod, int status, const char *message, json_t *ann)
 {
@@ -170,7 +170,10 @@ static void add_failed_round(const struct exchange_opts *o, const struct exchang
 	const char *rd = ex_annotation(pod, EXCHANGE_ANN_ROUND);
 	bool mine = rd && exchange_round_parse(rd, strlen(rd), &cur, &e) == 0 &&
 		    strcmp(cur.leader, uid) == 0;
-	if (mine && cur.state == EXCHANGE_FAILED)
+	/* A round that ended stands: its followers are past it (a failure
+	 * after it, such as the smoke test's, is every pod's own), and one
+	 * that failed keeps its job-wide reason. */
+	if (mine && (cur.state == EXCHANGE_FAILED || cur.state == EXCHANGE_FINAL))
 		goto out;
 	/* Newer than any part handed out: a round's parts are written before
 	 * the round itself, so they may be one epoch ahead of it. */

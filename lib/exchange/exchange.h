@@ -99,7 +99,7 @@ void exchange_result_free(struct exchange_result *res);
  * outputs are written) or NetworkSelectionFailed (status: the exit
  * status).  The pod is read again (also when res->pod is NULL: a run that
  * failed before the exchange read it, by o->k8s->pod_name).  A gatherer
- * that failed also marks its round failed, unless it already is, with
+ * that failed also marks its round failed, unless it already ended, with
  * "the gatherer POD failed: MESSAGE (exit N)": its followers read that and
  * exit at once with its status and reason instead of waiting out their
  * deadline. */
