@@ -6,6 +6,7 @@
 
 #include "exchange/gather_priv.h"
 #include "util/grow.h"
+#include "util/jsonread.h"
 
 static const char *index_labels[] = {
 	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
@@ -50,7 +51,7 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 		member_reset(m);
 		snprintf(m->uid, sizeof(m->uid), "%s", uid);
 	}
-	const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+	const char *phase = np_json_cstr(json_object_get(json_object_get(pod, "status"), "phase"));
 	m->live = !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") &&
 		  !(phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0));
 	const char *created = ex_meta(pod, "creationTimestamp");
@@ -84,6 +85,9 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 		} else {
 			m->has_report = true;
 		}
+	} else if (ex_annotation_nul(pod, EXCHANGE_ANN_REPORT)) {
+		snprintf(m->report_why, sizeof(m->report_why),
+			 "its %s annotation has a NUL character", EXCHANGE_ANN_REPORT);
 	}
 	/* What this gatherer handed out and what came back; anything else
 	 * (an earlier incarnation's, unreadable) does not count. */
@@ -95,7 +99,10 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 		m->assigned_epoch = as.epoch;
 	const char *p = ex_annotation(pod, EXCHANGE_ANN_PROBE);
 	struct exchange_probe pr;
-	if (p && exchange_probe_parse(p, strlen(p), &pr, &e) < 0)
+	if (!p && ex_annotation_nul(pod, EXCHANGE_ANN_PROBE))
+		snprintf(m->report_why, sizeof(m->report_why),
+			 "its %s annotation has a NUL character", EXCHANGE_ANN_PROBE);
+	else if (p && exchange_probe_parse(p, strlen(p), &pr, &e) < 0)
 		snprintf(m->report_why, sizeof(m->report_why), "%.250s", e.msg);
 	else if (p && strcmp(pr.leader, leader_uid) == 0) {
 		m->probe = pr;
