@@ -10,6 +10,7 @@
 #include "outputs/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 #define PUBLISH_RESERVE_MS 2000
 
@@ -158,30 +159,15 @@ static void publish(const struct select_opts *o, const struct select_result *r, 
 
 static int run(const struct select_opts *o, struct select_result *r, np_error *err);
 
-/* The gatherer names a rank: its pod and address on the agreed rail. */
-static void rank_name(void *ud, int rank, char *buf, size_t len)
+/* This pod as the link verdict names it: pod, node and agreed address. */
+static void own_label(const struct select_result *r, char *buf, size_t len)
 {
-	const struct select_result *r = ud;
-	const struct agree_rail *rail = &r->ex.decision.rails[0];
-	const char *gatherer = NULL;
-	for (size_t i = 0; i < rail->n_assign; i++) {
-		struct agree_rank rk;
-		np_error e = { 0 };
-		if (!gatherer) {
-			/* rank 0 is the gatherer: the pod whose address is the root */
-			for (size_t j = 0; j < rail->n_assign; j++)
-				if (strcmp(rail->assign[j].addr, r->ex.root_addr) == 0)
-					gatherer = rail->assign[j].pod;
-			if (!gatherer)
-				break;
-		}
-		if (agree_rail_rank(rail, gatherer, rail->assign[i].pod, &rk, &e) == 0 &&
-		    rk.rank == rank) {
-			snprintf(buf, len, "%s, %s", rail->assign[i].pod, rail->assign[i].addr);
-			return;
-		}
-	}
-	buf[0] = '\0';
+	const char *pod = json_string_value(json_object_get(json_object_get(r->ex.pod, "metadata"), "name"));
+	const char *node = json_string_value(json_object_get(json_object_get(r->ex.pod, "spec"), "nodeName"));
+	char raw[256];
+	snprintf(raw, sizeof(raw), "%s (node %s, %s)", pod ? pod : "?", node && *node ? node : "?",
+		 r->ex.addr);
+	np_text_clean(buf, len, raw, NP_TEXT_ASCII);
 }
 
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err)
@@ -262,7 +248,9 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 
 	/* The smoke all-reduce, after every pod's probe passed and before
 	 * anything is written: a failure leaves no outputs. */
-	char comm_id[80];
+	char comm_id[80], label[SMOKE_LABEL_MAX] = "";
+	if (r->agreed && r->ex.pod)
+		own_label(r, label, sizeof(label));
 	select_comm_id(r->agreed ? r->ex.root_addr : (v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1"),
 		       o->smoke_port, comm_id, sizeof(comm_id));
 	struct select_smoke_plan plan = {
@@ -275,8 +263,7 @@ static int run(const struct select_opts *o, struct select_result *r, np_error *e
 		.min_mbps = r->agreed ? r->ex.min_mbps : n->eff_speed_mbps,
 		.job_skip = r->agreed ? r->ex.smoke_skip : NULL,
 		.here = here,
-		.rank_name = r->agreed && r->ex.has_decision && r->ex.decision.n_rails ? rank_name : NULL,
-		.rank_ud = r,
+		.label = label,
 	};
 	int smoke_ret = select_smoke(o, &plan, &env, &r->smoke, err);
 	if (o->ex.log && r->smoke.status != SMOKE_SKIPPED) {

@@ -26,6 +26,8 @@ struct select_opts {
 	long smoke_bytes;       /* the largest all-reduce (0: SMOKE_DEFAULT_BYTES) */
 	int smoke_timeout_s;    /* the smoke step's own bound, within the deadline */
 	double min_busbw;       /* GB/s; 0: a default from the agreed link speed */
+	bool slow_link_fail;    /* --slow-link fail: a slow node named by the
+				 * ring links fails the step (default: warn) */
 	bool nccl_debug;        /* keep NCCL's log in the out-dir, and make
 				 * training log the same way */
 	/* Where nicpick-smoke is and what it starts from (cmd fills these;
@@ -64,10 +66,9 @@ struct select_smoke_plan {
 	 * no-gpu"), from the gatherer; "" or NULL: decide on this pod alone. */
 	const char *job_skip;
 	const char *here; /* ... and why not on this pod, "" or NULL: it can */
-	/* Optional: a rank's pod and address, to name a suspect link (the
-	 * gatherer knows every pod's; NULL elsewhere). */
-	void (*rank_name)(void *ud, int rank, char *buf, size_t len);
-	void *rank_ud;
+	/* This pod, its node and its agreed address, as the other ranks
+	 * name it in the link verdict ("job-w-2 (node node-c, 10.9.0.3)"). */
+	const char *label;
 };
 
 /* Run (or skip) the smoke all-reduce with env; fills rep.  0 when it

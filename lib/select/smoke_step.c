@@ -121,24 +121,14 @@ static int skip(struct smoke_report *rep, const char *why)
 	return 0;
 }
 
-/* With three or more pods, the incoming ring link much slower than the
- * rest, named by rank (and by pod and address where this pod knows them). */
-static void name_suspect(const struct select_smoke_plan *p, struct smoke_report *rep)
+/* With three or more pods: the nodes the ring links name, by the labels
+ * the ranks gave themselves. */
+static void name_slow(struct smoke_report *rep)
 {
-	double gbps = 0, median = 0;
-	rep->suspect = rep->ran ? smoke_ring_suspect(&rep->result, &gbps, &median) : -1;
-	if (rep->suspect < 0)
+	if (!rep->ran)
 		return;
-	int s = rep->suspect, from = (s + rep->world - 1) % rep->world;
-	char a[160] = "", b[160] = "";
-	if (p->rank_name) {
-		p->rank_name(p->rank_ud, s, a, sizeof(a));
-		p->rank_name(p->rank_ud, from, b, sizeof(b));
-	}
-	snprintf(rep->suspect_text, sizeof(rep->suspect_text),
-		 "suspect: the link into rank %d%s%s%s from rank %d%s%s%s carries %.2f GB/s, the ring's median is %.2f GB/s",
-		 s, a[0] ? " (" : "", a, a[0] ? ")" : "", from, b[0] ? " (" : "", b, b[0] ? ")" : "",
-		 gbps, median);
+	smoke_links_judge(&rep->result, &rep->links);
+	smoke_links_text(&rep->result, &rep->links, rep->links_text, sizeof(rep->links_text));
 }
 
 int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
@@ -146,7 +136,6 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 {
 	bool required = strcmp(o->smoke_mode, "required") == 0;
 	int64_t t0 = np_now_ms();
-	rep->suspect = -1;
 	rep->rank = p->rank;
 	rep->world = p->world;
 	snprintf(rep->comm_id, sizeof(rep->comm_id), "%s", p->comm_id);
@@ -218,6 +207,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		.gpu = 0,
 		.deadline_ms = smoke_deadline(o, t0),
 		.log_dir = log_dir,
+		.label = p->label,
 	};
 	if (o->ex.log) {
 		char line[256];
@@ -246,7 +236,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	else
 		remove_dir(log_dir);
 	rep->verdict_ms = np_now_ms() - t0;
-	name_suspect(p, rep);
+	name_slow(rep);
 
 	if (ret == 0 && !rep->result.ok && rep->result.unavailable && !required)
 		return skip(rep, rep->result.error);
@@ -264,9 +254,9 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	if (ret < 0 || smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr) < 0) {
 		rep->status = SMOKE_FAILED;
 		snprintf(rep->reason, sizeof(rep->reason), "%s", serr.msg);
-		if (rep->suspect >= 0)
+		if (rep->links_text[0])
 			snprintf(rep->reason + strlen(rep->reason),
-				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->suspect_text);
+				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->links_text);
 		if (p->world > 1 && rep->ran && rep->result.phase == SMOKE_PHASE_INIT)
 			snprintf(rep->reason + strlen(rep->reason),
 				 sizeof(rep->reason) - strlen(rep->reason),
@@ -274,9 +264,16 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 				 p->root_pod[0] ? p->root_pod : "the gatherer", rep->comm_id);
 		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
 	}
+	rep->slow_link_fails = o->slow_link_fail;
+	if (rep->links_text[0] && o->slow_link_fail) {
+		rep->status = SMOKE_FAILED;
+		snprintf(rep->reason, sizeof(rep->reason), "slow link: %s (--slow-link fail)",
+			 rep->links_text);
+		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
+	}
 	rep->status = SMOKE_PASSED;
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
-	if (rep->suspect >= 0 && o->ex.log)
-		o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->suspect_text);
+	if (rep->links_text[0] && o->ex.log)
+		o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->links_text);
 	return 0;
 }

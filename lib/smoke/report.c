@@ -78,15 +78,30 @@ struct json_t *smoke_report_to_json(const struct smoke_report *s)
 	json_object_set_new(o, "gpu", json_pack("{s:s, s:s, s:i}", "model", r->gpu, "bus",
 						r->gpu_bus, "visible", r->gpu_count));
 	json_object_set_new(o, "nccl_log", log_json(&s->log));
-	if (r->n_ring) {
-		json_t *ring = json_array();
-		for (size_t i = 0; ring && i < r->n_ring; i++)
-			json_array_append_new(ring, json_real(r->ring_gbps[i]));
-		json_object_set_new(o, "ring_in_gbps", ring);
+	if (r->n_links) {
+		json_t *links = json_array();
+		for (size_t i = 0; links && i < r->n_links; i++)
+			json_array_append_new(links, json_pack("{s:I, s:I, s:f, s:f, s:b}", "from",
+							       (json_int_t)i, "to",
+							       (json_int_t)((i + 1) % r->n_links),
+							       "gbps", r->links[i].fwd_gbps, "back_gbps",
+							       r->links[i].rev_gbps, "slow",
+							       s->links.slow[i]));
+		json_t *named = json_array();
+		for (size_t i = 0; named && i < s->links.n_named; i++) {
+			int rk = s->links.named[i];
+			json_array_append_new(named, json_pack("{s:i, s:s, s:s}", "rank", rk, "label",
+							       (size_t)rk < r->n_labels ? r->labels[rk] : "",
+							       "why", s->links.both[i] ? "both ring links slow"
+											: "one end of a slow link"));
+		}
+		json_object_set_new(o, "links", json_pack("{s:o, s:I, s:f, s:f, s:o, s:s, s:s}", "ring", links,
+							  "time_ms", (json_int_t)r->links_ms,
+							  "fastest_gbps", s->links.ref_gbps,
+							  "slow_below", SMOKE_SLOW_LINK_FRACTION, "named", named,
+							  "verdict", s->links_text,
+							  "on_slow", s->slow_link_fails ? "fail" : "warn"));
 	}
-	if (s->suspect >= 0)
-		json_object_set_new(o, "suspect", json_pack("{s:i, s:s}", "rank", s->suspect, "text",
-							     s->suspect_text));
 	if (s->debug_dir[0])
 		json_object_set_new(o, "nccl_debug_dir", json_string(s->debug_dir));
 	return o;
@@ -118,11 +133,18 @@ void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len)
 		size_t off = strlen(per);
 		snprintf(per + off, sizeof(per) - off, "%s%.2f", i ? ", " : "", r->sizes[i].busbw_gbps);
 	}
-	snprintf(buf, len,
+	int n = snprintf(buf, len,
 		 "smoke all-reduce passed: %d pods, exact sums, busbw %.2f GB/s at %s (by size: %s GB/s), NCCL %s from %s on %s (%s), CUDA driver %s runtime %s, %s, verdict in %.1f s",
 		 r->world, z ? z->busbw_gbps : 0.0, sz, per, nv, r->nccl_path, dev,
 		 s->log.network[0] ? s->log.network : "Socket", cd, cr, r->gpu[0] ? r->gpu : "GPU ?",
 		 s->verdict_ms / 1000.0);
+	if (r->n_links && n > 0 && (size_t)n < len) {
+		char fig[512];
+		smoke_links_figures(r, fig, sizeof(fig));
+		n += snprintf(buf + n, len - (size_t)n, "; ring links GB/s: %s", fig);
+	}
+	if (s->links_text[0] && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; warning: %s", s->links_text);
 }
 
 /* ---- reading a finished out-dir ---- */
