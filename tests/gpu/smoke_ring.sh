@@ -61,7 +61,8 @@ for i in $(seq 0 $((MAXN - 1))); do
 done
 sleep 2
 
-mkdir -p "$OUT/api"
+# a warm machine keeps /tmp: never read another run's API server
+rm -rf "$OUT/api"; mkdir -p "$OUT/api"
 "$PYTHON" -c "import json,sys; print(json.dumps({f'tok-{i}': 'system:serviceaccount:train:nicpick' for i in range(int(sys.argv[1]))}))" "$MAXN" >"$OUT/tokens.json"
 ip netns exec "$S" env PYTHONPATH="$ROOT" "$PYTHON" -m tools.kubeapi --state-dir "$OUT/api" \
 	--listen 192.168.100.1 --san 192.168.100.1 --namespace train --tokens @"$OUT/tokens.json" --max-lifetime 1800 \
@@ -97,10 +98,10 @@ pod() { # job rank pods, extra args
 		${NICPICK_NCCL_LIB:+NICPICK_NCCL_LIB=$NICPICK_NCCL_LIB} ${NICPICK_CUDART_LIB:+NICPICK_CUDART_LIB=$NICPICK_CUDART_LIB} \
 		${FAKEGPU_DIR:+FAKEGPU_DIR=$FAKEGPU_DIR/$job} ${FAKEGPU_MODE:+FAKEGPU_MODE=$FAKEGPU_MODE} \
 		${FAKEGPU_SLOW_RANK:+FAKEGPU_SLOW_RANK=$FAKEGPU_SLOW_RANK} \
-		timeout 200 "$NICPICK" select --peers k8s --smoke required --cidr 10.9.0.0/24 --expect "$n" \
+		timeout "${POD_LIMIT:-200}" "$NICPICK" select --peers k8s --smoke required --cidr 10.9.0.0/24 --expect "$n" \
 		--api-server "$URL" --ca-file "$OUT/api/ca.crt" --token-file "$OUT/token-$r" \
 		--namespace train --pod-name "$job-$r" --out-dir "$OUT/$job/out-$r" --log-interval 5 \
-		--timeout 150 --smoke-timeout "$SMOKE_TIMEOUT" ${SMOKE_ARGS:-} "$@" >/dev/null 2>"$OUT/$job/pod-$r.log"
+		--timeout "${POD_TIMEOUT:-150}" --smoke-timeout "$SMOKE_TIMEOUT" ${SMOKE_ARGS:-} "$@" >/dev/null 2>"$OUT/$job/pod-$r.log"
 }
 
 job() { # job pods: every pod at once; exit codes in $codes
