@@ -107,6 +107,8 @@ int exchange_assignment_to_json(const struct exchange_assignment *a, char **json
 		json_object_set_new(o, "versions", text(a->versions));
 	if (o && a->state != EXCHANGE_FAILED && a->smoke_skip[0])
 		json_object_set_new(o, "smoke_skip", text(a->smoke_skip));
+	if (o && a->state != EXCHANGE_FAILED && a->floor[0])
+		json_object_set_new(o, "floor", text(a->floor));
 	return dump(o, "assignment", json, err);
 }
 
@@ -274,7 +276,7 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 {
 	static const char *const keys[] = { "v",      "leader", "leader_pod", "epoch", "state",
 					    "status", "reason", "n",          "parts", "versions",
-					    "smoke_skip", NULL };
+					    "smoke_skip", "floor", NULL };
 	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
@@ -293,7 +295,9 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 	    np_json_str(o, "smoke_skip", false, NP_CS_UTF8, 1, out->smoke_skip, sizeof(out->smoke_skip),
 			  why) < 0)
 		goto out;
-	if (out->state == EXCHANGE_FAILED && (out->versions[0] || out->smoke_skip[0])) {
+	if (np_json_str(o, "floor", false, NP_CS_UTF8, 1, out->floor, sizeof(out->floor), why) < 0)
+		goto out;
+	if (out->state == EXCHANGE_FAILED && (out->versions[0] || out->smoke_skip[0] || out->floor[0])) {
 		snprintf(why, sizeof(why), "\"versions\" or \"smoke_skip\" in a failed assignment");
 		goto out;
 	}

@@ -10,7 +10,8 @@
  *      "parts":[{"net":"10.9.0.0/24","if":"eth1","addr":"10.9.0.3","next_pod":NAME,
  *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}],
  *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
- *      "smoke_skip":"job-w-2: no-gpu"}
+ *      "smoke_skip":"job-w-2: no-gpu",
+ *      "floor":"NCCL 2.21.5 on job-w-3 ignores NCCL_CONF_FILE (read from 2.23.4): ..."}
  *     one part in a probe round, one per tied network in a measure round,
  *     none when failed; versions and smoke_skip (agree_versions_compare)
  *     only when not failed and not empty
@@ -79,6 +80,7 @@ struct exchange_assignment {
 	 * (every pod then skips it, or fails with --smoke required); "" none. */
 	char versions[AGREE_VERSIONS_TEXT_MAX];
 	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
+	char floor[AGREE_VERSIONS_TEXT_MAX]; /* agree_versions.floor */
 };
 
 struct exchange_trial {

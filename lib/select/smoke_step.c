@@ -39,11 +39,12 @@ static void remove_dir(const char *dir)
 }
 
 /* The smoke step's own bound within the overall deadline. */
-static int64_t smoke_deadline(const struct select_opts *o, int64_t t0)
+static int64_t smoke_deadline(const struct select_smoke_opts *o, const struct select_ctx *cx,
+			      int64_t t0)
 {
-	return o->smoke_timeout_s > 0 && t0 + o->smoke_timeout_s * 1000LL < o->ex.deadline_ms
-		       ? t0 + o->smoke_timeout_s * 1000LL
-		       : o->ex.deadline_ms;
+	return o->timeout_s > 0 && t0 + o->timeout_s * 1000LL < cx->deadline_ms
+		       ? t0 + o->timeout_s * 1000LL
+		       : cx->deadline_ms;
 }
 
 #define NEEDS_GLIBC " (it needs glibc: run the smoke step from the training image)"
@@ -56,7 +57,8 @@ static bool cannot_start(const np_error *e)
 	       (e->sys_errno == ENOENT || e->sys_errno == ENOEXEC || e->sys_errno == EACCES);
 }
 
-bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *why, size_t len)
+bool select_smoke_info(const struct select_smoke_opts *o, const struct select_ctx *cx, struct agree_gpu *g,
+		       char *why, size_t len)
 {
 	memset(g, 0, sizeof(*g));
 	why[0] = '\0';
@@ -70,7 +72,7 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 		return true;
 	}
 	struct smoke_opts so = { .companion = companion, .base_env = o->base_env,
-				 .deadline_ms = smoke_deadline(o, np_now_ms()) };
+				 .deadline_ms = smoke_deadline(o, cx, np_now_ms()) };
 	struct smoke_result r;
 	if (smoke_spawn(&so, true, &r, &e) < 0) {
 		if (cannot_start(&e)) {
@@ -122,7 +124,7 @@ static int skip(struct smoke_report *rep, const char *why)
 }
 
 /* With three or more pods: the nodes the ring links name, by the labels
- * the ranks gave themselves. */
+ * the ranks gave themselves (every pod names the same ones). */
 static void name_slow(struct smoke_report *rep)
 {
 	if (!rep->ran)
@@ -131,17 +133,135 @@ static void name_slow(struct smoke_report *rep)
 	smoke_links_text(&rep->result, &rep->links, rep->links_text, sizeof(rep->links_text));
 }
 
-int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
-		 const struct outputs_env *env, struct smoke_report *rep, np_error *err)
+/* Variables the smoke test sets itself, whatever training sets. */
+static bool smoke_own(const char *key)
 {
-	bool required = strcmp(o->smoke_mode, "required") == 0;
+	return strncmp(key, "NCCL_DEBUG", 10) == 0 || strcmp(key, "NCCL_COMM_ID") == 0 ||
+	       strcmp(key, "NCCL_CONF_FILE") == 0;
+}
+
+static const char *env_value(const struct outputs_env *env, const char *key)
+{
+	for (size_t i = 0; i < env->n; i++)
+		if (strcmp(env->vars[i].key, key) == 0)
+			return env->vars[i].value;
+	return NULL;
+}
+
+static void source(struct smoke_report *rep, const char *var, const char *value, const char *from)
+{
+	if (rep->n_sources == SMOKE_SOURCES_MAX)
+		return;
+	struct smoke_source *s = &rep->sources[rep->n_sources++];
+	snprintf(s->var, sizeof(s->var), "%s", var);
+	np_text_clean(s->value, sizeof(s->value), value, NP_TEXT_ASCII);
+	snprintf(s->from, sizeof(s->from), "%s", from);
+}
+
+#define DELIVERY_VARS (2 * (OUTPUTS_VARS_MAX + JOBS_TRAIN_VARS_MAX + 1) + 1)
+
+struct delivery {
+	const char *vars[DELIVERY_VARS];
+	const char *unset[OUTPUTS_VARS_MAX + 1];
+	char conf[SMOKE_PATH_MAX + 16];
+};
+
+/* What the companion gets, the way the training container will get it
+ * (lib/jobs/train.c):
+ *   file:  NCCL_CONF_FILE names a copy of the nccl.conf about to be
+ *          written, and none of nicpick's variables is in the environment;
+ *          the container's literal values are set on top, as NCCL sees
+ *          them (setEnvFile never overwrites a set variable);
+ *   env:   nicpick's variables in the environment (nccl.env, sourced in
+ *          the command, sets them after the container's env), and the
+ *          container's other literal values.
+ * The sources go into rep. */
+static int deliver(const struct select_smoke_plan *p, const struct outputs_env *env,
+		   const char *log_dir, struct delivery *d, struct smoke_report *rep, np_error *err)
+{
+	const struct jobs_train *t = p->train;
+	bool file = t && t->delivery == JOBS_DELIVERY_FILE;
+	size_t nv = 0, nu = 0;
+	snprintf(rep->delivery, sizeof(rep->delivery), "%s",
+		 jobs_delivery_name(t ? t->delivery : JOBS_DELIVERY_UNSEEN));
+	snprintf(rep->delivery_why, sizeof(rep->delivery_why), "%s",
+		 t ? t->why : "no pod object (decided alone): tested through the environment");
+	snprintf(rep->train_container, sizeof(rep->train_container), "%s", t ? t->container : "");
+	for (size_t i = 0; t && i < t->n_unknown && i < sizeof(rep->unknown) / sizeof(rep->unknown[0]); i++)
+		snprintf(rep->unknown[rep->n_unknown++], sizeof(rep->unknown[0]), "%s", t->unknown[i]);
+	if (file) {
+		char *conf = NULL;
+		if (outputs_render_conf(env, &conf, err) < 0)
+			return -1;
+		snprintf(d->conf, sizeof(d->conf), "%s/nccl.conf", log_dir);
+		FILE *f = fopen(d->conf, "w");
+		bool ok = f && fputs(conf, f) >= 0;
+		if (f && fclose(f) != 0)
+			ok = false;
+		free(conf);
+		if (!ok)
+			return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s", d->conf);
+		d->vars[nv++] = "NCCL_CONF_FILE";
+		d->vars[nv++] = d->conf;
+		for (size_t i = 0; i < env->n; i++)
+			d->unset[nu++] = env->vars[i].key;
+	}
+	for (size_t i = 0; i < env->n; i++) {
+		const char *key = env->vars[i].key;
+		if (smoke_own(key))
+			continue;
+		const struct jobs_env *c = NULL;
+		for (size_t j = 0; t && j < t->n_vars && !c; j++)
+			if (strcmp(t->vars[j].name, key) == 0)
+				c = &t->vars[j];
+		if (file) {
+			/* Gloo and TensorPipe are not in nccl.conf: only nccl.env has them */
+			if (!c && strncmp(key, "NCCL_", 5) == 0)
+				source(rep, key, env->vars[i].value, "nccl.conf");
+			continue;
+		}
+		d->vars[nv++] = key;
+		d->vars[nv++] = env->vars[i].value;
+		source(rep, key, env->vars[i].value, "nicpick");
+	}
+	for (size_t j = 0; t && j < t->n_vars; j++) {
+		const struct jobs_env *c = &t->vars[j];
+		if (smoke_own(c->name) || (!file && env_value(env, c->name)))
+			continue; /* env delivery: nccl.env, sourced after, wins */
+		d->vars[nv++] = c->name;
+		d->vars[nv++] = c->value;
+		source(rep, c->name, c->value, "container");
+	}
+	d->vars[nv] = NULL;
+	d->unset[nu] = NULL;
+	return 0;
+}
+
+int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx, const char *out_dir,
+		 const struct select_smoke_plan *p, const struct outputs_env *env,
+		 struct smoke_report *rep, np_error *err)
+{
+	bool required = o->mode == SELECT_SMOKE_REQUIRED;
 	int64_t t0 = np_now_ms();
 	rep->rank = p->rank;
 	rep->world = p->world;
 	snprintf(rep->comm_id, sizeof(rep->comm_id), "%s", p->comm_id);
 	snprintf(rep->ifname, sizeof(rep->ifname), "%s", p->ifname ? p->ifname : "");
 	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
-	if (strcmp(o->smoke_mode, "off") == 0)
+	/* A pod whose training reads only nccl.conf on an NCCL that ignores
+	 * NCCL_CONF_FILE: the proof would pass and training would not use the
+	 * network.  Job-wide, before any all-reduce. */
+	if (p->floor && p->floor[0]) {
+		snprintf(rep->floor, sizeof(rep->floor), "%s", p->floor);
+		if (required) {
+			rep->status = SMOKE_FAILED;
+			snprintf(rep->reason, sizeof(rep->reason), "%s", p->floor);
+			return np_error_set(err, NP_ESMOKE, 0, "%s", p->floor);
+		}
+		if (cx->log)
+			cx->log(cx->log_ud, EXCHANGE_WARN, p->floor);
+	}
+	if (o->mode == SELECT_SMOKE_OFF)
 		return skip(rep, "--smoke off");
 	/* The gatherer saw a pod where it cannot run: every pod skips (an
 	 * all-reduce without that pod would only fail in init). */
@@ -171,49 +291,49 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	 * private one removed afterwards.  Never /tmp: a restricted pod's
 	 * root file system is read-only, the out-dir is its emptyDir. */
 	char log_dir[SMOKE_PATH_MAX];
-	if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST)
-		return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", o->out_dir);
+	if (outputs_mkdir_p(out_dir, err) < 0)
+		return -1;
 	if (o->nccl_debug) {
-		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", o->out_dir);
+		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", out_dir);
 		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
 	} else {
-		remove_stale(o->out_dir);
-		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", o->out_dir);
+		remove_stale(out_dir);
+		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", out_dir);
 		if (!mkdtemp(log_dir))
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create a directory in %s",
-					    o->out_dir);
+					    out_dir);
 	}
 
-	const char *vars[2 * OUTPUTS_VARS_MAX + 1];
-	size_t nv = 0;
-	for (size_t i = 0; i < env->n; i++) {
-		/* --nccl-debug's own NCCL_DEBUG* are for training; the smoke
-		 * test sets its own. */
-		if (strncmp(env->vars[i].key, "NCCL_DEBUG", 10) == 0)
-			continue;
-		vars[nv++] = env->vars[i].key;
-		vars[nv++] = env->vars[i].value;
+	/* --nccl-debug's own NCCL_DEBUG* are for training; the smoke test
+	 * sets its own. */
+	static struct delivery d;
+	memset(&d, 0, sizeof(d));
+	if (deliver(p, env, log_dir, &d, rep, err) < 0) {
+		if (!o->nccl_debug)
+			remove_dir(log_dir);
+		return -1;
 	}
-	vars[nv] = NULL;
 	struct smoke_opts so = {
 		.companion = companion,
 		.base_env = o->base_env,
-		.vars = vars,
+		.vars = d.vars,
+		.unset = d.unset,
+		.label = p->label,
 		.rank = p->rank,
 		.world = p->world,
 		.comm_id = rep->comm_id,
-		.max_bytes = o->smoke_bytes > 0 ? o->smoke_bytes : SMOKE_DEFAULT_BYTES,
+		.max_bytes = o->bytes > 0 ? o->bytes : SMOKE_DEFAULT_BYTES,
 		.gpu = 0,
-		.deadline_ms = smoke_deadline(o, t0),
+		.deadline_ms = smoke_deadline(o, cx, t0),
 		.log_dir = log_dir,
-		.label = p->label,
 	};
-	if (o->ex.log) {
+	if (cx->log) {
 		char line[256];
-		snprintf(line, sizeof(line), "smoke: rank %d of %d, NCCL_COMM_ID=%s, on %s",
-			 p->rank, p->world, rep->comm_id, p->ifname ? p->ifname : "NCCL's choice");
-		o->ex.log(o->ex.log_ud, EXCHANGE_INFO, line);
+		snprintf(line, sizeof(line), "smoke: rank %d of %d, NCCL_COMM_ID=%s, on %s, delivered as %s%s%s",
+			 p->rank, p->world, rep->comm_id, p->ifname ? p->ifname : "NCCL's choice",
+			 rep->delivery, rep->train_container[0] ? " to container " : "", rep->train_container);
+		cx->log(cx->log_ud, EXCHANGE_INFO, line);
 	}
 	np_error serr = { 0 };
 	int ret = smoke_spawn(&so, false, &rep->result, &serr);
@@ -273,7 +393,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	}
 	rep->status = SMOKE_PASSED;
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
-	if (rep->links_text[0] && o->ex.log)
-		o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->links_text);
+	if (rep->links_text[0] && cx->log)
+		cx->log(cx->log_ud, EXCHANGE_WARN, rep->links_text);
 	return 0;
 }

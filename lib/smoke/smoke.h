@@ -165,6 +165,8 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 
 /* ---- What a pod records ---- */
 
+#define SMOKE_SOURCES_MAX 48
+
 enum smoke_status { SMOKE_SKIPPED, SMOKE_PASSED, SMOKE_FAILED };
 
 /* The smoke step's part of decision.json ("smoke"), the annotation and the
@@ -183,6 +185,20 @@ struct smoke_report {
 	struct smoke_links_verdict links; /* ran with 3 or more ranks */
 	char links_text[1024]; /* smoke_links_text(), "" none named */
 	bool slow_link_fails;  /* --slow-link fail: a named node fails the step */
+	/* How the companion got the variables: as the training container
+	 * will (lib/jobs/train.c), and where each came from. */
+	char delivery[8];   /* "file", "env", "unseen" ("" before the step) */
+	char delivery_why[512];
+	char train_container[256];
+	size_t n_sources;
+	struct smoke_source {
+		char var[64];
+		char value[256];
+		char from[16]; /* "nicpick", "nccl.conf", "container" */
+	} sources[SMOKE_SOURCES_MAX];
+	size_t n_unknown;   /* set where nicpick cannot see the value */
+	char unknown[16][300];
+	char floor[1024];   /* job-wide: a pod whose NCCL ignores its nccl.conf */
 	bool ran;           /* result and log are filled */
 	struct smoke_result result;
 	struct smoke_log log;
@@ -190,26 +206,7 @@ struct smoke_report {
 };
 
 const char *smoke_status_name(enum smoke_status s);
-/* decision.json's "smoke" object (new reference; NULL when out of memory). */
-struct json_t;
-struct json_t *smoke_report_to_json(const struct smoke_report *s);
 /* One line for logs, the annotation and the Event. */
 void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len);
-
-/* What `nicpick smoke --out-dir DIR` needs from a finished DIR/decision.json:
- * the environment nicpick wrote, this pod's interface, and its rank. */
-#define SMOKE_OUTDIR_VARS_MAX 16
-struct smoke_outdir {
-	size_t n_vars;
-	char key[SMOKE_OUTDIR_VARS_MAX][64];
-	char value[SMOKE_OUTDIR_VARS_MAX][1024];
-	char ifname[IFNAMSIZ];
-	char ib_hca[512];
-	int rank, world;
-	char comm_id[80];
-	long min_mbps; /* -1 unknown */
-};
-/* Strict for every key it reads; NP_EUSAGE naming the file and the key. */
-int smoke_outdir_load(const char *dir, struct smoke_outdir *out, np_error *err);
 
 #endif
