@@ -140,9 +140,10 @@ static void smoke_info(struct run *x, struct agree_gpu *gpu)
 {
 	const struct select_opts *o = x->o;
 	memset(gpu, 0, sizeof(*gpu));
-	if (o->smoke.mode != SELECT_SMOKE_OFF &&
-	    (!select_smoke_info(&o->smoke, &o->ctx, gpu, x->here, sizeof(x->here)) ||
-	     (!gpu->smoke[0] && x->here[0]))) {
+	/* Also with --smoke off: the job's NCCL floor (a training container
+	 * that reads only nccl.conf) is checked from the reports' versions. */
+	bool known = select_smoke_info(&o->smoke, &o->ctx, gpu, x->here, sizeof(x->here));
+	if (o->smoke.mode != SELECT_SMOKE_OFF && (!known || (!gpu->smoke[0] && x->here[0]))) {
 		char line[NP_ERR_MSG_MAX + 64];
 		snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", x->here);
 		say(x, EXCHANGE_WARN, line);

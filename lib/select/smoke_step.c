@@ -158,6 +158,20 @@ static void source(struct smoke_report *rep, const char *var, const char *value,
 	snprintf(s->from, sizeof(s->from), "%s", from);
 }
 
+/* Which delivery the proof tests, recorded also when it is skipped. */
+static void describe_delivery(const struct select_smoke_plan *p, struct smoke_report *rep)
+{
+	const struct jobs_train *t = p->train;
+	snprintf(rep->delivery, sizeof(rep->delivery), "%s",
+		 jobs_delivery_name(t ? t->delivery : JOBS_DELIVERY_UNSEEN));
+	snprintf(rep->delivery_why, sizeof(rep->delivery_why), "%s",
+		 t ? t->why : "no pod object to read (not --peers k8s): tested through the environment");
+	snprintf(rep->train_container, sizeof(rep->train_container), "%s", t ? t->container : "");
+	rep->n_unknown = 0;
+	for (size_t i = 0; t && i < t->n_unknown && i < sizeof(rep->unknown) / sizeof(rep->unknown[0]); i++)
+		snprintf(rep->unknown[rep->n_unknown++], sizeof(rep->unknown[0]), "%s", t->unknown[i]);
+}
+
 #define DELIVERY_VARS (2 * (OUTPUTS_VARS_MAX + JOBS_TRAIN_VARS_MAX + 1) + 1)
 
 struct delivery {
@@ -182,13 +196,6 @@ static int deliver(const struct select_smoke_plan *p, const struct outputs_env *
 	const struct jobs_train *t = p->train;
 	bool file = t && t->delivery == JOBS_DELIVERY_FILE;
 	size_t nv = 0, nu = 0;
-	snprintf(rep->delivery, sizeof(rep->delivery), "%s",
-		 jobs_delivery_name(t ? t->delivery : JOBS_DELIVERY_UNSEEN));
-	snprintf(rep->delivery_why, sizeof(rep->delivery_why), "%s",
-		 t ? t->why : "no pod object (decided alone): tested through the environment");
-	snprintf(rep->train_container, sizeof(rep->train_container), "%s", t ? t->container : "");
-	for (size_t i = 0; t && i < t->n_unknown && i < sizeof(rep->unknown) / sizeof(rep->unknown[0]); i++)
-		snprintf(rep->unknown[rep->n_unknown++], sizeof(rep->unknown[0]), "%s", t->unknown[i]);
 	if (file) {
 		char *conf = NULL;
 		if (outputs_render_conf(env, &conf, err) < 0)
@@ -248,6 +255,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	snprintf(rep->comm_id, sizeof(rep->comm_id), "%s", p->comm_id);
 	snprintf(rep->ifname, sizeof(rep->ifname), "%s", p->ifname ? p->ifname : "");
 	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
+	describe_delivery(p, rep);
 	/* A pod whose training reads only nccl.conf on an NCCL that ignores
 	 * NCCL_CONF_FILE: the proof would pass and training would not use the
 	 * network.  Job-wide, before any all-reduce. */
@@ -377,6 +385,9 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 		if (rep->links_text[0])
 			snprintf(rep->reason + strlen(rep->reason),
 				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->links_text);
+		if (rep->floor[0]) /* the likely cause of a wrong interface */
+			snprintf(rep->reason + strlen(rep->reason),
+				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->floor);
 		if (p->world > 1 && rep->ran && rep->result.phase == SMOKE_PHASE_INIT)
 			snprintf(rep->reason + strlen(rep->reason),
 				 sizeof(rep->reason) - strlen(rep->reason),

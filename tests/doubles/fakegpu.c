@@ -23,7 +23,7 @@
  *               (default a tenth of FAKEGPU_LINK_GBPS)
  * FAKEGPU_DIR: directory shared by the ranks (required for world > 1).
  * FAKEGPU_LINK_GBPS: every other point-to-point transfer's rate (default
- *   0.02 GB/s, so that a 64 KiB message takes 3 ms: well above the double's
+ *   0.005 GB/s, so that a 64 KiB message takes 13 ms: well above the double's
  *   own polling noise).
  *
  * Point-to-point, as NCCL does it: the n-th send from A to B matches B's
@@ -127,7 +127,7 @@ static bool is(const char *m);
 /* How long `bytes` take between ranks a and b. */
 static int64_t xfer_us(int a, int b, size_t bytes)
 {
-	double fast = env_num("FAKEGPU_LINK_GBPS", 0.02), rate = fast;
+	double fast = env_num("FAKEGPU_LINK_GBPS", 0.005), rate = fast;
 	const char *sr = getenv("FAKEGPU_SLOW_RANK");
 	if (is("slow-link") && sr && (atoi(sr) == a || atoi(sr) == b))
 		rate = env_num("FAKEGPU_SLOW_GBPS", fast / 10);

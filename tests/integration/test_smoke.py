@@ -507,3 +507,90 @@ def test_job_init_timeout_names_the_bootstrap_pod(make_cluster, gpu_env, monkeyp
     for p in c.pods:
         assert "failed in init" in p.stderr_text, diag(c)
         assert "rank 0 (job-w-0) hosts the bootstrap at" in p.stderr_text, p.stderr_text
+
+
+# ---- delivery: the proof runs NCCL the way the training container will ----
+
+def file_only_spec(pod):
+    """The file-only pattern: the training container reads nicpick's
+    nccl.conf through NCCL_CONF_FILE and does not source nccl.env."""
+    return {
+        "initContainers": [{"name": "nicpick", "image": "nicpick",
+                            "volumeMounts": [{"name": "nicpick", "mountPath": str(pod.out_dir)}]}],
+        "containers": [{"name": "train", "image": "pytorch", "command": ["torchrun", "train.py"],
+                        "env": [{"name": "NCCL_CONF_FILE", "value": "/nicpick/nccl.conf"},
+                                {"name": "NCCL_SOCKET_NTHREADS", "value": "4"},
+                                {"name": "NCCL_NSOCKS_PERTHREAD",
+                                 "valueFrom": {"configMapKeyRef": {"name": "nccl", "key": "socks"}}}],
+                        "volumeMounts": [{"name": "nicpick", "mountPath": "/nicpick"}]}],
+        "volumes": [{"name": "nicpick", "emptyDir": {}}],
+    }
+
+
+def file_cluster(make_cluster, gpu_env, monkeypatch, n_nodes=2):
+    job_env(gpu_env, monkeypatch)
+    c = make_cluster(seed=False, n_nodes=n_nodes)
+    c.pod_spec = file_only_spec
+    c.seed_pods()
+    return c
+
+
+def test_job_with_file_delivery_proves_what_nccl_reads_from_the_file(make_cluster, gpu_env,
+                                                                      monkeypatch):
+    c = file_cluster(make_cluster, gpu_env, monkeypatch)
+    run_job(c, "--expect", "2", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 0)
+    for p in c.pods:
+        d = C.decision_of(p)
+        s, want = d["smoke"], d["choice"]["interface"]
+        dl = s["delivery"]
+        assert dl["tested"] == "file" and dl["container"] == "train", dl
+        assert "sets NCCL_CONF_FILE=/nicpick/nccl.conf and does not source nccl.env" in dl["why"]
+        src = {v["variable"]: (v["value"], v["from"]) for v in dl["variables"]}
+        assert src["NCCL_SOCKET_IFNAME"] == ("=" + want, "nccl.conf"), src
+        assert src["NCCL_SOCKET_NTHREADS"] == ("4", "container"), src
+        assert "GLOO_SOCKET_IFNAME" not in src  # not in nccl.conf: training has none either
+        assert dl["unknown_to_the_proof"] == ["NCCL_NSOCKS_PERTHREAD (valueFrom)"], dl
+        # The double read the conf copy (NCCL 2.28.9 reads NCCL_CONF_FILE) and used the network.
+        assert s["nccl_log"]["net_socket"][0]["interface"] == want, s["nccl_log"]
+        assert s["nccl_log"]["bootstrap"]["interface"] == want, s["nccl_log"]
+        assert "delivered as file to container train" in p.stderr_text
+
+
+def test_job_with_file_delivery_and_nccl_2_21_fails_everywhere_before_the_all_reduce(
+        make_cluster, gpu_env, monkeypatch):
+    c = file_cluster(make_cluster, gpu_env, monkeypatch, n_nodes=3)
+    old = c.pods[2]
+    old.proc_env = {"FAKEGPU_NCCL_VERSION": "22105"}
+    run_job(c, "--expect", "3", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 6)
+    want = (f"NCCL 2.21.5 on {old.name} ignores NCCL_CONF_FILE (read from 2.23.4): "
+            "source /nicpick/nccl.env in the command, or use NCCL >= 2.23.4")
+    for p in c.pods:
+        assert want in error_line(p), diag(c)
+        assert "smoke: rank" not in p.stderr_text, diag(c)  # no all-reduce started
+        assert not (p.out_dir / "nccl.env").exists()
+        assert want in c.annotation(p.name, "nicpick.io/result")
+
+
+@pytest.mark.parametrize("mode", ["off", "auto"])
+def test_job_with_file_delivery_and_nccl_2_21_warns_every_pod(make_cluster, gpu_env, monkeypatch,
+                                                              mode):
+    c = file_cluster(make_cluster, gpu_env, monkeypatch)
+    old = c.pods[1]
+    old.proc_env = {"FAKEGPU_NCCL_VERSION": "22105"}
+    run_job(c, "--expect", "2", "--smoke", mode, "--smoke-bytes", "64K", "--timeout", "60")
+    want = (f"NCCL 2.21.5 on {old.name} ignores NCCL_CONF_FILE (read from 2.23.4): "
+            "source /nicpick/nccl.env in the command, or use NCCL >= 2.23.4")
+    for p in c.pods:
+        assert want in p.stderr_text, diag(c)
+        assert want in (c.annotation(p.name, "nicpick.io/result") or ""), diag(c)
+        if p.rc == 0:
+            assert C.decision_of(p)["smoke"]["delivery"]["nccl_floor_warning"] == want
+    if mode == "off":
+        assert_all_exit(c, 0)
+        return
+    # auto: the proof itself fails where NCCL ignores the file, as training
+    # would: that NCCL picked an interface by itself.
+    assert c.pods[0].rc == 0 and old.rc == 6, diag(c)
+    assert "not the agreed" in error_line(old), diag(c)
