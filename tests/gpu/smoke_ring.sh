@@ -7,14 +7,19 @@
 # `nicpick select --peers k8s --smoke required`; lib/gpu/run.c times each
 # ring link on its own and the verdict names the slow node.
 #
+# Every pod's training container reads nicpick's nccl.conf through
+# NCCL_CONF_FILE alone (the file-only pattern), so every run also proves
+# file delivery: the companion gets only NCCL_CONF_FILE, and NCCL's own log
+# must show the agreed interface (fast0) for sockets and bootstrap.
+#
 # Cases for each N in $RING_SIZES (default "3 4"), each asserted; the script
 # exits with the number that failed:
-#   healthy   $RUNS runs (default 5) without a throttle: every pod passes
-#             and names nobody
 #   throttled node 1's fast port throttled to 2 Gbit/s both ways (tc tbf on
 #             its side and on the switch's side of the veth): every pod
 #             names node 1's pod (pod, node and address), within the
 #             smoke deadline
+#   healthy   $RUNS runs (default 5) without a throttle: every pod passes
+#             and names nobody
 # Printed per run: the links (GB/s each way), the time the link phases took
 # on the slowest rank, and the time to verdict.  Logs go to $OUT.
 #
@@ -74,15 +79,22 @@ URL=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['url'])"
 ADMIN=$(cat "$OUT/api/admin-token")
 for r in $(seq 0 $((MAXN - 1))); do echo "tok-$r" >"$OUT/token-$r"; done
 
-seed() { # job name, pods
-	ip netns exec "$S" "$PYTHON" - "$URL" "$ADMIN" "$OUT/api/ca.crt" "$1" "$2" <<'PY'
+seed() { # job name, pods: file-only training containers
+	ip netns exec "$S" "$PYTHON" - "$URL" "$ADMIN" "$OUT/api/ca.crt" "$1" "$2" "$OUT/$1" <<'PY'
 import json, ssl, sys, urllib.request
-url, admin, ca, job, n = sys.argv[1:]
+url, admin, ca, job, n, out = sys.argv[1:]
+def spec(i):
+    return {"nodeName": f"node-{i}",
+            "initContainers": [{"name": "nicpick", "image": "nicpick",
+                                "volumeMounts": [{"name": "nicpick", "mountPath": f"{out}/out-{i}"}]}],
+            "containers": [{"name": "train", "image": "pytorch", "command": ["torchrun", "train.py"],
+                            "env": [{"name": "NCCL_CONF_FILE", "value": "/nicpick/nccl.conf"}],
+                            "volumeMounts": [{"name": "nicpick", "mountPath": "/nicpick"}]}],
+            "volumes": [{"name": "nicpick", "emptyDir": {}}]}
 pods = [{"metadata": {"name": f"{job}-{i}", "namespace": "train",
          "labels": {"batch.kubernetes.io/job-name": job, "job-name": job,
                     "batch.kubernetes.io/job-completion-index": str(i)}},
-         "spec": {"nodeName": f"node-{i}", "containers": [{"name": "main", "image": "x"}]},
-         "status": {"phase": "Running"}} for i in range(int(n))]
+         "spec": spec(i), "status": {"phase": "Running"}} for i in range(int(n))]
 req = urllib.request.Request(url + "/_admin/seed", json.dumps({"pods": pods}).encode(),
                              {"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
 urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca)).read()
@@ -97,7 +109,7 @@ pod() { # job rank pods, extra args
 		NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 \
 		${NICPICK_NCCL_LIB:+NICPICK_NCCL_LIB=$NICPICK_NCCL_LIB} ${NICPICK_CUDART_LIB:+NICPICK_CUDART_LIB=$NICPICK_CUDART_LIB} \
 		${FAKEGPU_DIR:+FAKEGPU_DIR=$FAKEGPU_DIR/$job} ${FAKEGPU_MODE:+FAKEGPU_MODE=$FAKEGPU_MODE} \
-		${FAKEGPU_SLOW_RANK:+FAKEGPU_SLOW_RANK=$FAKEGPU_SLOW_RANK} \
+		${FAKEGPU_SLOW_RANK:+FAKEGPU_SLOW_RANK=$FAKEGPU_SLOW_RANK} ${FAKEGPU_LINK_GBPS:+FAKEGPU_LINK_GBPS=$FAKEGPU_LINK_GBPS} \
 		timeout "${POD_LIMIT:-200}" "$NICPICK" select --peers k8s --smoke required --cidr 10.9.0.0/24 --expect "$n" \
 		--api-server "$URL" --ca-file "$OUT/api/ca.crt" --token-file "$OUT/token-$r" \
 		--namespace train --pod-name "$job-$r" --out-dir "$OUT/$job/out-$r" --log-interval 5 \
@@ -130,14 +142,20 @@ for r in range(n):
     labels = [x["label"] for x in L.get("named", [])]
     links_ms.append(L.get("time_ms", -1)); verdict_ms.append(s["time_to_verdict_ms"])
     exp = [] if want == "" else [int(want)]
-    ok = s["status"] == "passed" and named == exp and len(L.get("ring", [])) == n
+    log = s.get("nccl_log", {})
+    used = [e["interface"] for e in log.get("net_socket", [])]
+    boot = log.get("bootstrap", {}).get("interface")
+    dl = s.get("delivery", {})
+    ok = s["status"] == "passed" and named == exp and len(L.get("ring", [])) == n \
+        and dl.get("tested") == "file" and used == ["fast0"] and boot == "fast0"
     if exp:
         ok = ok and f"-{want} (node node-{want}, 10.9.0.{int(want) + 1})" in labels[0] \
             and s["time_to_verdict_ms"] < deadline * 1000
     if r == 0 or not ok:
         figs = ", ".join(f"{l['from']}>{l['to']} {l['gbps']:.2f} {l['to']}>{l['from']} {l['back_gbps']:.2f}"
                          for l in L.get("ring", []))
-        print(f"  {'PASS' if ok else 'FAIL'}: pod {r}: {s['status']}, named {labels or 'nobody'}; "
+        print(f"  {'PASS' if ok else 'FAIL'}: pod {r}: {s['status']}, {dl.get('tested')} delivery, "
+              f"NCCL used {used}, bootstrap {boot}; named {labels or 'nobody'}; "
               f"links GB/s {figs}; busbw {s['sizes'][-1]['busbw_gbps']:.2f} GB/s at "
               f"{s['sizes'][-1]['bytes'] >> 20} MiB; NCCL {s['nccl']['version']}")
     bad += not ok
@@ -146,23 +164,30 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-for n in ${RING_SIZES:-3 4}; do
-	for run in $(seq 1 "$RUNS"); do
-		j=ring$n-ok$run
-		job "$j" "$n"
-		echo "ring of $n, healthy, run $run: exits$codes"
-		verdict "$j" "$n" "" || { echo "FAIL: ring of $n healthy run $run"; fails=$((fails + 1)); }
-	done
-	# node 1 throttled both ways
+throttled() { # n
+	local n=$1 j=ring$1-slow
 	ip netns exec npg1-$$ "$TC" qdisc add dev fast0 root tbf rate 2gbit burst 256kb latency 50ms
 	ip netns exec "$S" "$TC" qdisc add dev f1 root tbf rate 2gbit burst 256kb latency 50ms
-	j=ring$n-slow
 	job "$j" "$n"
 	echo "ring of $n, node 1 at 2 Gbit/s: exits$codes"
 	verdict "$j" "$n" 1 || { echo "FAIL: ring of $n throttled"; fails=$((fails + 1)); }
-	grep -h "slow node" "$OUT/$j/pod-0.log" | head -2
+	grep -h "slow node" "$OUT/$j/pod-0.log" | head -1
 	ip netns exec npg1-$$ "$TC" qdisc del dev fast0 root
 	ip netns exec "$S" "$TC" qdisc del dev f1 root
+}
+
+healthy() { # n run
+	local n=$1 j=ring$1-ok$2
+	job "$j" "$n"
+	echo "ring of $n, healthy, run $2: exits$codes"
+	verdict "$j" "$n" "" || { echo "FAIL: ring of $n healthy run $2"; fails=$((fails + 1)); }
+}
+
+# The throttled cases first, then the healthy runs taking turns: a run cut
+# short by its time limit still has some of each.
+for n in ${RING_SIZES:-3 4}; do throttled "$n"; done
+for run in $(seq 1 "$RUNS"); do
+	for n in ${RING_SIZES:-3 4}; do healthy "$n" "$run"; done
 done
 
 echo "failures: $fails"

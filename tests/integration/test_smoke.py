@@ -535,14 +535,19 @@ def file_cluster(make_cluster, gpu_env, monkeypatch, n_nodes=2):
     return c
 
 
+# 2.23.4 reads NCCL_CONF_FILE but, before 2.26.2, reads '#' lines as keys
+# too (the double does both): nicpick's comment lines hold no '='.
+@pytest.mark.parametrize("version", ["22809", "22304"])
 def test_job_with_file_delivery_proves_what_nccl_reads_from_the_file(make_cluster, gpu_env,
-                                                                      monkeypatch):
+                                                                      monkeypatch, version):
+    monkeypatch.setenv("FAKEGPU_NCCL_VERSION", version)
     c = file_cluster(make_cluster, gpu_env, monkeypatch)
     run_job(c, "--expect", "2", "--smoke", "required", "--smoke-bytes", "64K", "--timeout", "60")
     assert_all_exit(c, 0)
     for p in c.pods:
         d = C.decision_of(p)
         s, want = d["smoke"], d["choice"]["interface"]
+        assert s["nccl"]["version"] == {"22809": "2.28.9", "22304": "2.23.4"}[version]
         dl = s["delivery"]
         assert dl["tested"] == "file" and dl["container"] == "train", dl
         assert "sets NCCL_CONF_FILE=/nicpick/nccl.conf and does not source nccl.env" in dl["why"]
