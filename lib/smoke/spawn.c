@@ -68,7 +68,7 @@ static bool key_is(const char *entry, const char *key)
  * plus nicpick's outputs and the debug settings its log check needs. */
 static char **build_env(const struct smoke_opts *o, np_error *err)
 {
-	char *own[48][2];
+	char *own[96][2]; /* the debug settings, NCCL_COMM_ID, the delivery and the container's */
 	size_t n_own = 0;
 	char debug_file[SMOKE_PATH_MAX + 32];
 	snprintf(debug_file, sizeof(debug_file), "%s/nccl-debug.%%h.%%p", o->log_dir ? o->log_dir : "");
@@ -83,7 +83,7 @@ static char **build_env(const struct smoke_opts *o, np_error *err)
 		own[n_own][0] = k_sub, own[n_own++][1] = v_sub;
 		own[n_own][0] = k_file, own[n_own++][1] = debug_file;
 	}
-	for (size_t i = 0; o->vars && o->vars[i] && o->vars[i + 1] && n_own < 48; i += 2) {
+	for (size_t i = 0; o->vars && o->vars[i] && o->vars[i + 1] && n_own < 96; i += 2) {
 		own[n_own][0] = (char *)o->vars[i];
 		own[n_own++][1] = (char *)o->vars[i + 1];
 	}
