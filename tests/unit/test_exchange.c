@@ -51,6 +51,9 @@ static struct exchange_assignment assignment(enum exchange_state st, size_t n_pa
 	} else {
 		snprintf(a.versions, sizeof(a.versions), "NCCL 2.21.5 on job-3 (node-d), 2.28.3 on the other 3 pods");
 		snprintf(a.smoke_skip, sizeof(a.smoke_skip), "job-2: no-gpu");
+		snprintf(a.floor, sizeof(a.floor),
+			 "NCCL 2.21.5 on job-3 ignores NCCL_CONF_FILE (read from 2.23.4): source /nicpick/nccl.env "
+			 "in the command, or use NCCL >= 2.23.4");
 	}
 	return a;
 }
@@ -125,6 +128,8 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 		  "]", NULL },
 		{ "\"state\":\"probe\",\"n\":4,\"versions\":\"\",\"parts\":[", "]", "\"versions\" has length 0" },
 		{ "\"state\":\"probe\",\"n\":4,\"smoke_skip\":3,\"parts\":[", "]", "\"smoke_skip\" is not a string" },
+		{ "\"state\":\"failed\",\"n\":4,\"status\":6,\"reason\":\"x\",\"floor\":\"NCCL 2.21.5 on job-3\",\"parts\":[",
+		  "]", "in a failed assignment" },
 		{ "\"state\":\"failed\",\"n\":4,\"status\":6,\"reason\":\"x\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
 		  "]", "\"versions\" or \"smoke_skip\" in a failed assignment" },
 		{ "\"state\":\"final\",\"n\":4,\"parts\":[", "]", "\"state\" is \"final\"" },
