@@ -30,10 +30,12 @@
  * n-th receive from A; a transfer starts once both are posted and takes
  * bytes / rate.  A slow node slows every link it touches, both ways.  A
  * group (ncclGroupStart .. ncclGroupEnd) is one operation on the stream,
- * complete when all of its sends and receives are (NCCL's user guide,
- * "Group Calls": the operations of a group are launched together and the
- * stream waits for all of them), so a grouped send/receive is timed by its
- * slowest direction.
+ * complete when all of its sends and receives are, so a grouped
+ * send/receive is timed by its slowest direction.  NCCL's user guide:
+ * usage/groups.html, group functions "merge multiple calls into one" (also
+ * "merging multiple send/receive point-to-point operations");
+ * usage/streams.html, a group on several streams blocks them "until the
+ * NCCL kernel completes ... given it is a single operation".
  *
  * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809), and
  * how the conf file is read, as NCCL's src/misc/param.cc reads it:
