@@ -68,6 +68,7 @@ int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
 			np_text_clean(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable, NP_TEXT_SPACE);
 			np_text_clean(a->warning, sizeof(a->warning), g->warning, NP_TEXT_SPACE);
 			snprintf(a->token, sizeof(a->token), "%s", g->token);
+			np_text_clean(a->floor, sizeof(a->floor), g->versions.floor, NP_TEXT_SPACE);
 		}
 		names[n] = m->name;
 		if (exchange_assignment_to_json(a, &patches[n++], err) < 0)
