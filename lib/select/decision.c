@@ -242,10 +242,11 @@ static json_t *links_json(const struct smoke_report *s)
 	const struct smoke_result *r = &s->result;
 	json_t *links = json_array(), *named = json_array();
 	for (size_t i = 0; links && i < r->n_links; i++)
-		json_array_append_new(links, json_pack("{s:I, s:I, s:f, s:f, s:b}", "from", (json_int_t)i,
+		json_array_append_new(links, json_pack("{s:I, s:I, s:f, s:f, s:b, s:b}", "from", (json_int_t)i,
 						       "to", (json_int_t)((i + 1) % r->n_links), "gbps",
 						       r->links[i].fwd_gbps, "back_gbps",
-						       r->links[i].rev_gbps, "slow", s->links.slow[i]));
+						       r->links[i].rev_gbps, "slow", s->links.slow[i],
+						       "rechecked", r->links[i].rechecked));
 	for (size_t i = 0; named && i < s->links.n_named; i++) {
 		int rk = s->links.named[i];
 		json_array_append_new(named, json_pack("{s:i, s:s, s:s}", "rank", rk, "label",

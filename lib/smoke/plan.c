@@ -122,6 +122,45 @@ size_t smoke_links_judge(const struct smoke_result *r, struct smoke_links_verdic
 	return v->n_named;
 }
 
+size_t smoke_links_recheck(const struct smoke_result *r, bool recheck[SMOKE_RING_MAX])
+{
+	memset(recheck, 0, SMOKE_RING_MAX * sizeof(recheck[0]));
+	struct smoke_links_verdict v;
+	smoke_links_judge(r, &v);
+	if (v.n_slow == 0)
+		return 0;
+	size_t n = 0;
+	bool ref_marked = false;
+	for (size_t k = 0; k < r->n_links && k < SMOKE_RING_MAX; k++) {
+		bool ref = !ref_marked && link_gbps(&r->links[k]) == v.ref_gbps;
+		ref_marked |= ref;
+		if (v.slow[k] || ref) {
+			recheck[k] = true;
+			n++;
+		}
+	}
+	return n;
+}
+
+static double median3(double a, double b, double c)
+{
+	if (a > b) {
+		double t = a;
+		a = b;
+		b = t;
+	}
+	/* a <= b */
+	return c <= a ? a : c >= b ? b : c;
+}
+
+void smoke_link_settle(struct smoke_link *l, const struct smoke_link again[SMOKE_RECHECK_ROUNDS])
+{
+	_Static_assert(SMOKE_RECHECK_ROUNDS == 2, "the median of three timings");
+	l->fwd_gbps = median3(l->fwd_gbps, again[0].fwd_gbps, again[1].fwd_gbps);
+	l->rev_gbps = median3(l->rev_gbps, again[0].rev_gbps, again[1].rev_gbps);
+	l->rechecked = true;
+}
+
 void smoke_rank_label(const struct smoke_result *r, int rank, char *buf, size_t len)
 {
 	if ((size_t)rank < r->n_labels && r->labels[rank][0])

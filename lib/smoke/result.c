@@ -53,8 +53,9 @@ int smoke_result_to_json(const struct smoke_result *r, char **json, np_error *er
 		json_array_append_new(sizes, size_to_json(&r->sizes[i]));
 	json_t *links = json_array(), *labels = json_array();
 	for (size_t i = 0; links && i < r->n_links && i < SMOKE_RING_MAX; i++)
-		json_array_append_new(links, json_pack("{s:f, s:f}", "fwd", r->links[i].fwd_gbps, "rev",
-						       r->links[i].rev_gbps));
+		json_array_append_new(links, json_pack("{s:f, s:f, s:b}", "fwd", r->links[i].fwd_gbps, "rev",
+						       r->links[i].rev_gbps, "rechecked",
+						       r->links[i].rechecked));
 	for (size_t i = 0; labels && i < r->n_labels && i < SMOKE_LABELS_MAX; i++)
 		json_array_append_new(labels, json_string(r->labels[i]));
 	json_t *o = json_pack(
@@ -200,7 +201,7 @@ static int parse_obj(const json_t *o, struct smoke_result *r, char *why)
 		if (parse_size(json_array_get(sizes, i), &r->sizes[i], why) < 0)
 			return -1;
 	r->n_sizes = json_array_size(sizes);
-	static const char *const link_keys[] = { "fwd", "rev", NULL };
+	static const char *const link_keys[] = { "fwd", "rev", "rechecked", NULL };
 	const json_t *links = json_object_get(o, "links");
 	if (!json_is_array(links) || json_array_size(links) > SMOKE_RING_MAX ||
 	    (json_array_size(links) && json_array_size(links) != (size_t)r->world)) {
@@ -211,7 +212,8 @@ static int parse_obj(const json_t *o, struct smoke_result *r, char *why)
 		const json_t *l = json_array_get(links, i);
 		if (object(l, "a link", link_keys, why) < 0 ||
 		    np_json_num(l, "fwd", true, 0, 1e6, &r->links[i].fwd_gbps, why) < 0 ||
-		    np_json_num(l, "rev", true, 0, 1e6, &r->links[i].rev_gbps, why) < 0)
+		    np_json_num(l, "rev", true, 0, 1e6, &r->links[i].rev_gbps, why) < 0 ||
+		    np_json_bool(l, "rechecked", &r->links[i].rechecked, why) < 0)
 			return -1;
 	}
 	r->n_links = json_array_size(links);

@@ -95,6 +95,8 @@ struct smoke_result {
 	struct smoke_link {
 		double fwd_gbps; /* rank k -> k+1 */
 		double rev_gbps; /* rank k+1 -> k */
+		bool rechecked;  /* timed again (smoke_links_recheck): each
+				  * way the median of the three timings */
 	} links[SMOKE_RING_MAX];
 	int64_t links_ms; /* how long the link phases took on this rank */
 	size_t n_labels;  /* world, or 0 */

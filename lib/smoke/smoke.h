@@ -52,6 +52,15 @@ struct smoke_links_verdict {
  * suspect at either end names both its ends.  Returns n_named (0 with
  * fewer than 3 links). */
 size_t smoke_links_judge(const struct smoke_result *r, struct smoke_links_verdict *v);
+/* Pure.  Which links the companion times again before the verdict: every
+ * link that looks slow, and the fastest (the reference), so that one bad
+ * timing of either (a shared GPU, a busy core) names nobody.  Marks
+ * recheck[] and returns how many; 0 when nothing looks slow. */
+#define SMOKE_RECHECK_ROUNDS 2 /* timings again, one transfer each way */
+size_t smoke_links_recheck(const struct smoke_result *r, bool recheck[SMOKE_RING_MAX]);
+/* Pure.  A rechecked link's figure each way: the median of its first
+ * timing and its SMOKE_RECHECK_ROUNDS timings again (again[round]). */
+void smoke_link_settle(struct smoke_link *l, const struct smoke_link again[SMOKE_RECHECK_ROUNDS]);
 /* "job-w-2 (node node-c, 10.9.0.3) (rank 2)", or "rank 2" without labels. */
 void smoke_rank_label(const struct smoke_result *r, int rank, char *buf, size_t len);
 /* The verdict in one line ("" when nothing is named). */

@@ -28,6 +28,11 @@
  *   slow-link   node FAKEGPU_SLOW_RANK is slow: every point-to-point
  *               transfer it sends or receives runs at FAKEGPU_SLOW_GBPS
  *               (default a tenth of FAKEGPU_LINK_GBPS)
+ *   noisy-link  the ring link FAKEGPU_NOISE_LINK (rank k <-> k+1) is
+ *               healthy, but its first FAKEGPU_NOISE_N (default 3) large
+ *               transfers (over 4 KiB) each way run at a tenth of
+ *               FAKEGPU_LINK_GBPS: one bad timing, as a shared GPU gave
+ *               (docs/smoke.md, issue 13's healthy 3-pod run)
  * FAKEGPU_TUNE="default=100,4x4=300": a busbw model for nicpick's --tune:
  *   an all-reduce moves its bytes at the rate (MB/s) listed for the
  *   process's NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD ("default":
@@ -92,6 +97,7 @@ struct p2p {
 	size_t bytes;
 	int peer;
 	int n;           /* the n-th transfer between this rank and peer that way */
+	int big;         /* ... and the how-many-th over 4 KiB */
 	int64_t post_us; /* when it was posted here */
 	int64_t ready_us; /* a send: when it is done; 0 not yet known */
 };
@@ -117,6 +123,7 @@ static int seq_no;
  * one's.  One communicator per process, as nicpick-smoke has. */
 static int comm_gen;
 static int sends_to[PEERS_MAX], recvs_from[PEERS_MAX];
+static int big_to[PEERS_MAX], big_from[PEERS_MAX];
 
 static int64_t now_us(void)
 {
@@ -143,13 +150,23 @@ static double env_num(const char *name, double def)
 
 static bool is(const char *m);
 
-/* How long `bytes` take between ranks a and b. */
-static int64_t xfer_us(int a, int b, size_t bytes)
+#define NOISE_MIN_BYTES 4096
+
+/* How long `bytes` take between ranks a and b of world, the big-th large
+ * transfer that way. */
+static int64_t xfer_us(int a, int b, int world, size_t bytes, int big)
 {
 	double fast = env_num("FAKEGPU_LINK_GBPS", 0.005), rate = fast;
 	const char *sr = getenv("FAKEGPU_SLOW_RANK");
 	if (is("slow-link") && sr && (atoi(sr) == a || atoi(sr) == b))
 		rate = env_num("FAKEGPU_SLOW_GBPS", fast / 10);
+	const char *nl = getenv("FAKEGPU_NOISE_LINK");
+	if (is("noisy-link") && nl && world > 0 && bytes > NOISE_MIN_BYTES &&
+	    big <= (int)env_num("FAKEGPU_NOISE_N", 3)) {
+		int l = atoi(nl), m = (l + 1) % world;
+		if ((a == l && b == m) || (a == m && b == l))
+			rate = fast / 10;
+	}
 	return (int64_t)((double)bytes / (rate * 1e3));
 }
 
@@ -382,7 +399,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 				continue;
 			}
 			int64_t start = their > x->post_us ? their : x->post_us;
-			x->ready_us = start + xfer_us(from, to, x->bytes);
+			x->ready_us = start + xfer_us(from, to, s->comm->world, x->bytes, x->big);
 		}
 		if (now_us() < x->ready_us)
 			pending = true;
@@ -652,6 +669,8 @@ static ncclResult_t post(bool send, void *buf, size_t count, ncclDataType_t t, i
 	struct p2p *x = &s->p2p[s->n_p2p++];
 	*x = (struct p2p){ .send = send, .buf = buf, .bytes = count * elem_size(t), .peer = peer,
 			   .n = send ? ++sends_to[peer] : ++recvs_from[peer], .post_us = now_us() };
+	if (x->bytes > NOISE_MIN_BYTES)
+		x->big = send ? ++big_to[peer] : ++big_from[peer];
 	s->comm = c;
 	int from = send ? c->rank : peer, to = send ? peer : c->rank;
 	char p[1024];

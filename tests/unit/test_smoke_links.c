@@ -72,6 +72,61 @@ static void a_slow_node_is_the_rank_between_its_two_slow_links(void **state)
 	assert_int_equal(v.named[0], 2);
 }
 
+/* The healthy 3-pod run on the GPU machine that named pods 0 and 2
+ * (2026-12-01 16:07, docs/smoke.md): link 2 looked slow against a fastest
+ * link timed well above its usual 0.67-1.01 GB/s.  The links to time
+ * again are the slow one and the fastest; with their timings again the
+ * median names nobody. */
+static void one_bad_timing_is_rechecked_and_names_nobody(void **state)
+{
+	double fwd[] = { 2.59, 1.73, 0.59 }, rev[] = { 1.49, 1.33, 0.81 };
+	struct smoke_result r = ring(3, fwd, rev);
+	struct smoke_links_verdict v;
+	assert_int_equal(smoke_links_judge(&r, &v), 2); /* the false alarm, as it was */
+	bool again[SMOKE_RING_MAX];
+	assert_int_equal(smoke_links_recheck(&r, again), 2);
+	assert_true(again[0] && !again[1] && again[2]); /* the fastest, the slow one */
+	struct smoke_link t0[SMOKE_RECHECK_ROUNDS] = { { .fwd_gbps = 0.95, .rev_gbps = 0.90 },
+						       { .fwd_gbps = 0.85, .rev_gbps = 0.99 } };
+	struct smoke_link t2[SMOKE_RECHECK_ROUNDS] = { { .fwd_gbps = 0.80, .rev_gbps = 0.72 },
+						       { .fwd_gbps = 0.91, .rev_gbps = 0.85 } };
+	smoke_link_settle(&r.links[0], t0);
+	smoke_link_settle(&r.links[2], t2);
+	assert_true(r.links[0].rechecked && !r.links[1].rechecked && r.links[2].rechecked);
+	assert_true(r.links[0].fwd_gbps == 0.95 && r.links[0].rev_gbps == 0.99);
+	assert_true(r.links[2].fwd_gbps == 0.80 && r.links[2].rev_gbps == 0.81);
+	assert_int_equal(smoke_links_judge(&r, &v), 0);
+	assert_int_equal(v.n_slow, 0);
+
+	/* Nothing looks slow: nothing is timed again. */
+	double ok[] = { 0.9, 0.8, 0.7 };
+	r = ring(3, ok, NULL);
+	assert_int_equal(smoke_links_recheck(&r, again), 0);
+	assert_false(again[0] || again[1] || again[2]);
+}
+
+/* A throttled node stays slow in every timing: still named, even when
+ * the fastest link's own timing again comes out lower. */
+static void a_throttled_node_stays_named_after_the_recheck(void **state)
+{
+	double f[] = { 0.23, 0.25, 0.90, 0.95 }; /* links 0 and 1 touch rank 1 */
+	struct smoke_result r = ring(4, f, NULL);
+	bool again[SMOKE_RING_MAX];
+	assert_int_equal(smoke_links_recheck(&r, again), 3);
+	assert_true(again[0] && again[1] && !again[2] && again[3]);
+	struct smoke_link slow[SMOKE_RECHECK_ROUNDS] = { { .fwd_gbps = 0.24, .rev_gbps = 0.22 },
+							 { .fwd_gbps = 0.22, .rev_gbps = 0.25 } };
+	struct smoke_link fast[SMOKE_RECHECK_ROUNDS] = { { .fwd_gbps = 0.70, .rev_gbps = 0.72 },
+							 { .fwd_gbps = 0.75, .rev_gbps = 0.69 } };
+	smoke_link_settle(&r.links[0], slow);
+	smoke_link_settle(&r.links[1], slow);
+	smoke_link_settle(&r.links[3], fast);
+	struct smoke_links_verdict v;
+	assert_int_equal(smoke_links_judge(&r, &v), 1);
+	assert_int_equal(v.named[0], 1);
+	assert_true(v.both[0]);
+}
+
 /* Only one direction slow (a throttle on one side): the link still is. */
 static void one_slow_direction_makes_the_link_slow(void **state)
 {
@@ -131,12 +186,14 @@ static void links_and_labels_round_trip_in_the_result(void **state)
 	struct smoke_result r = ring(3, f, b), back;
 	r.rank = 1;
 	r.links_ms = 212;
+	r.links[1].rechecked = true;
 	char *json = NULL;
 	np_error err = { 0 };
 	assert_int_equal(smoke_result_to_json(&r, &json, &err), 0);
 	assert_int_equal(smoke_result_parse(json, strlen(json), &back, &err), 0);
 	assert_int_equal(back.n_links, 3);
 	assert_true(back.links[2].fwd_gbps == 0.25 && back.links[1].rev_gbps == 0.23);
+	assert_true(back.links[1].rechecked && !back.links[0].rechecked);
 	assert_int_equal(back.links_ms, 212);
 	assert_int_equal(back.n_labels, 3);
 	assert_string_equal(back.labels[1], "job-w-1 (node node-1, 10.9.0.2)");
@@ -187,6 +244,8 @@ int main(void)
 		cmocka_unit_test(link_phases_are_disjoint_pairs),
 		cmocka_unit_test(a_slow_node_is_the_rank_between_its_two_slow_links),
 		cmocka_unit_test(one_slow_direction_makes_the_link_slow),
+		cmocka_unit_test(one_bad_timing_is_rechecked_and_names_nobody),
+		cmocka_unit_test(a_throttled_node_stays_named_after_the_recheck),
 		cmocka_unit_test(a_single_slow_link_names_both_ends),
 		cmocka_unit_test(healthy_or_uniform_rings_name_nobody),
 		cmocka_unit_test(links_and_labels_round_trip_in_the_result),
