@@ -100,9 +100,10 @@ size_t smoke_links_judge(const struct smoke_result *r, struct smoke_links_verdic
 			v->named[v->n_named] = (int)i;
 			v->both[v->n_named++] = true;
 		}
-	/* A slow link whose ends are both otherwise fine names both ends. */
+	/* A slow link whose ends are both otherwise fine names both ends, if
+	 * it is slow by the wider margin a lone link needs. */
 	for (size_t k = 0; k < n; k++) {
-		if (!v->slow[k])
+		if (!v->slow[k] || link_gbps(&r->links[k]) >= v->ref_gbps * SMOKE_LONE_LINK_FRACTION)
 			continue;
 		size_t a = k, b = (k + 1) % n;
 		bool covered = false;
@@ -190,9 +191,14 @@ void smoke_links_text(const struct smoke_result *r, const struct smoke_links_ver
 		if (off >= len)
 			off = len - 1;
 	}
+	bool lone = false;
+	for (size_t j = 0; j < v->n_named; j++)
+		lone |= !v->both[j];
 	if (v->n_named && off + 1 < len)
-		snprintf(buf + off, len - off, "; the fastest ring link carries %.2f GB/s, slow is below %.0f%% of it",
-			 v->ref_gbps, SMOKE_SLOW_LINK_FRACTION * 100);
+		snprintf(buf + off, len - off,
+			 "; the fastest ring link carries %.2f GB/s, slow is below %.0f%% of it%s",
+			 v->ref_gbps, SMOKE_SLOW_LINK_FRACTION * 100,
+			 lone ? " (a lone link below 33%)" : "");
 }
 
 void smoke_links_figures(const struct smoke_result *r, char *buf, size_t len)

@@ -34,6 +34,12 @@
  * counted by its slower direction): a 2 Gbit/s node among 25 Gbit/s ones,
  * not the noise between healthy links (measured within 10 %, docs/smoke.md). */
 #define SMOKE_SLOW_LINK_FRACTION 0.5
+/* A lone slow link (no slow node at either end) is named only below this
+ * fraction: a slow node shows on two links, which confirm each other; a
+ * lone link shows once, and on a GPU shared by three pods one healthy
+ * link measured 0.49 of the fastest even when timed three times
+ * (docs/smoke.md).  A bad cable or port among healthy ones is far below. */
+#define SMOKE_LONE_LINK_FRACTION (1.0 / 3)
 #define SMOKE_NAMED_MAX 8  /* ranks named by one verdict */
 #define SMOKE_LINKS_SHOWN 16 /* links in the one-line summary */
 
@@ -49,7 +55,8 @@ struct smoke_links_verdict {
 
 /* Pure.  Which nodes the link figures name: a rank whose incoming and
  * outgoing ring links are both slow is the suspect; a slow link with no
- * suspect at either end names both its ends.  Returns n_named (0 with
+ * suspect at either end names both its ends when it is below
+ * SMOKE_LONE_LINK_FRACTION of the fastest.  Returns n_named (0 with
  * fewer than 3 links). */
 size_t smoke_links_judge(const struct smoke_result *r, struct smoke_links_verdict *v);
 /* Pure.  Which links the companion times again before the verdict: every
