@@ -96,6 +96,7 @@ struct gpu_run_opts {
 	int rank, world;
 	const char *label; /* this rank's pod, node and address ("" none) */
 	long max_bytes;
+	bool no_links;       /* skip the ring link timing */
 	int64_t deadline_ms; /* CLOCK_MONOTONIC */
 };
 

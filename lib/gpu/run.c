@@ -494,7 +494,7 @@ int gpu_rank_run(const struct gpu_libs *l, const struct gpu_run_opts *o,
 		if (r->sizes[i].wrong)
 			break;
 	}
-	if (o->world >= 3 && o->world <= SMOKE_RING_MAX && r->n_sizes && !r->sizes[r->n_sizes - 1].wrong &&
+	if (!o->no_links && o->world >= 3 && o->world <= SMOKE_RING_MAX && r->n_sizes && !r->sizes[r->n_sizes - 1].wrong &&
 	    links_run(&k, max < GPU_RING_BYTES ? max : GPU_RING_BYTES, err) < 0)
 		goto out;
 	r->phase = SMOKE_PHASE_DONE;

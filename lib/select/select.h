@@ -46,6 +46,8 @@ struct select_smoke_opts {
 	double min_busbw; /* GB/s; 0: a default from the agreed link speed */
 	bool slow_link_fail; /* --slow-link fail: a slow node the ring links
 			      * name fails the step (default: a warning) */
+	bool no_links;    /* busbw only, no ring link timing (the --tune
+			   * sweep's runs: the smoke step judged the links) */
 	/* --train-container NAME...: the containers whose delivery the proof
 	 * reproduces (none: those that mount the out-dir) */
 	const char *train_names[JOBS_TRAIN_NAMES_MAX];

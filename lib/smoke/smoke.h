@@ -177,6 +177,7 @@ struct smoke_opts {
 				  * NCCL_CONF_FILE), replacing base_env's */
 	const char *const *unset; /* KEY, ..., NULL: left out of base_env too */
 	const char *label;       /* this rank's pod, node and address, or NULL */
+	bool no_links;           /* --no-links: no ring link timing */
 	int rank, world;
 	const char *comm_id; /* NCCL_COMM_ID: "10.9.0.1:29418" or "[fd00::1]:29418";
 			      * NULL (info only): not set */

@@ -145,11 +145,14 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 	char *argv_run[] = { (char *)COMPANION, (char *)"run", (char *)"--rank", a_rank,
 			     (char *)"--world", a_world, (char *)"--bytes", a_bytes,
 			     (char *)"--gpu", a_gpu, (char *)"--timeout-ms", a_ms, (char *)"--parent",
-			     a_parent, NULL, NULL, NULL };
+			     a_parent, NULL, NULL, NULL, NULL };
+	size_t na = 14;
 	if (o->label && *o->label) {
-		argv_run[14] = (char *)"--label";
-		argv_run[15] = (char *)o->label;
+		argv_run[na++] = (char *)"--label";
+		argv_run[na++] = (char *)o->label;
 	}
+	if (o->no_links)
+		argv_run[na++] = (char *)"--no-links";
 	char *argv_info[] = { (char *)COMPANION, (char *)"info", (char *)"--gpu", a_gpu,
 			      (char *)"--parent", a_parent, NULL };
 
