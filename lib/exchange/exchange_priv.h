@@ -39,7 +39,8 @@ void follow_waiting_text(const struct follow_state *s, const char *leader_sel, c
 struct ex {
 	const struct exchange_opts *o;
 	struct k8s_client *k; /* requests */
-	struct k8s_client *w; /* the watch (one curl handle each) */
+	struct k8s_client *w; /* the watch (one curl handle each, TLS sessions shared) */
+	struct k8s_limiter *lim; /* both connections' requests: 5/s, burst 10 */
 	json_t *pod;
 	const char *name, *ns;
 	char uid[AGREE_UID_MAX];
@@ -57,6 +58,11 @@ struct ex {
 	size_t n_servers;
 	/* gatherer */
 	struct gather *g;
+	char why[EXCHANGE_DETAIL_MAX]; /* why this pod gathers (its claim) */
+	bool by_rule;     /* the gatherer's selector came from lib/jobs' rule */
+	bool terminating; /* this pod is being deleted */
+	bool has_rival;   /* another pod of the job gathers too */
+	np_error rival;   /* ... naming both */
 };
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
@@ -84,6 +90,10 @@ bool ex_pod_matches(const json_t *pod, const char *selector);
 bool ex_pod_has_labels(const json_t *pod, const char *selector);
 
 int ex_follow(struct ex *x, struct exchange_result *res, np_error *err);
+
+/* claim.c: note a second gatherer in a pod of the job (x->has_rival,
+ * x->rival), or this pod being deleted (x->terminating). */
+void ex_rival_see(struct ex *x, const json_t *pod);
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err);
 void ex_gather_free(struct ex *x);

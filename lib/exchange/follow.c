@@ -211,8 +211,15 @@ static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 			x->f.has_assign = true;
 	} else if (ex_pod_matches(pod, x->leader_sel)) {
 		struct follow_state *s = &x->f;
+		/* A pod being deleted (graceful deletion: a MODIFIED event with
+		 * deletionTimestamp, its annotations still writable) gathers no
+		 * more: its replacement does.  Only the gatherer this pod
+		 * follows going away is news. */
+		bool gone = type == K8S_WATCH_DELETED || ex_meta(pod, "deletionTimestamp");
+		if (gone && s->leader_seen && strcmp(s->round_uid, uid) != 0)
+			return;
 		s->has_round = s->has_progress = false;
-		s->leader_seen = type != K8S_WATCH_DELETED;
+		s->leader_seen = !gone;
 		snprintf(s->leader_pod, sizeof(s->leader_pod), "%s", name);
 		snprintf(s->round_uid, sizeof(s->round_uid), "%s", uid);
 		if (!s->leader_seen)

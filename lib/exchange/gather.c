@@ -99,8 +99,10 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 			g->m[i].live = false;
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
-		json_array_foreach(items, i, it)
+		json_array_foreach(items, i, it) {
 			gather_member_update(g, x->uid, it);
+			ex_rival_see(x, it);
+		}
 	} else if (type == K8S_WATCH_DELETED) {
 		struct member *m = gather_member(g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
 		const char *uid = ex_meta(obj, "uid");
@@ -108,8 +110,14 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 			m->live = false;
 	} else {
 		gather_member_update(g, x->uid, obj);
+		ex_rival_see(x, obj);
 	}
 	np_error e = { 0 };
+	if (x->has_rival) {
+		fail(x, &x->rival);
+		x->stop = true;
+		return 1;
+	}
 	if (type == K8S_WATCH_RELIST && !g->published[0])
 		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
 	if (gather_check_count(g, &e) < 0) {
@@ -462,8 +470,11 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);
 	if (rounds(x, res, err) == 0)
 		return 0;
-	/* Too many pods: a misconfiguration every pod must hear of at once. */
-	if (x->failed && gather_check_count(g, &(np_error){ 0 }) < 0)
+	/* Too many pods, or two gatherers: a misconfiguration every pod must
+	 * hear of at once.  A gatherer being deleted tells no one: the pod
+	 * that replaces it gathers. */
+	if (x->failed && !x->terminating &&
+	    (x->has_rival || gather_check_count(g, &(np_error){ 0 }) < 0))
 		return publish_failure(x, err);
 	return -1;
 }
@@ -479,6 +490,8 @@ void ex_gather_stats(struct ex *x, struct k8s_stats *acc)
 		acc->retries += st.retries;
 		acc->bytes_sent += st.bytes_sent;
 		acc->bytes_received += st.bytes_received;
+		acc->connects += st.connects;
+		acc->throttled_ms += st.throttled_ms;
 	}
 }
 
@@ -490,6 +503,7 @@ void ex_gather_free(struct ex *x)
 	gather_free_members(g);
 	for (size_t c = 0; c < PUBLISH_CONNS_MAX; c++)
 		k8s_client_free(g->pool[c]);
+	k8s_limiter_free(g->assign_lim);
 	free(g);
 	x->g = NULL;
 }
