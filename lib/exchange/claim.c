@@ -8,11 +8,16 @@
  * One case needs no claim: a PyTorchJob's worker 0 gathers only when the
  * job has no Master (lib/jobs/rule.c); a Master pod of the same job says
  * the rule was misled (no MASTER_ADDR in worker 0's containers), whether
- * or not the Master's nicpick has started yet. */
+ * or not the Master's nicpick has started yet.
+ *
+ * And one case is no split: two pods of the same job index (a replacement
+ * made while the first still runs).  The gatherer counts the newest one
+ * (members.c), followers follow the newest (follow.c), and so the older
+ * one steps aside alone, telling no one. */
 #include <stdio.h>
 #include <string.h>
 
-#include "exchange/exchange_priv.h"
+#include "exchange/gather_priv.h"
 
 #define PT_JOB "training.kubeflow.org/job-name"
 #define PT_TYPE "training.kubeflow.org/replica-type"
@@ -54,6 +59,18 @@ void ex_rival_see(struct ex *x, const json_t *pod)
 	rival_why(x, pod, uid, why, sizeof(why));
 	if (!why[0])
 		return;
+	const struct member *me = x->g ? gather_member(x->g, x->name, false) : NULL;
+	const struct member *them = x->g ? gather_member(x->g, name, false) : NULL;
+	if (me && them && me->key[0] && strcmp(me->key, them->key) == 0) {
+		int c = strcmp(me->created, them->created);
+		if (c > 0 || (c == 0 && strcmp(me->name, them->name) > 0))
+			return; /* it is the older one: it steps aside */
+		x->has_rival = x->superseded = true;
+		np_error_set(&x->rival, NP_EK8S, 0,
+			     "pod %s has this pod's job index and is newer: it gathers in this pod's "
+			     "place (%s), and this pod, replaced, takes no part", name, why);
+		return;
+	}
 	x->has_rival = true;
 	np_error_set(&x->rival, NP_EK8S, 0,
 		     "two pods gather this job: %s, because %s; and %s, because %s.  Only one may: "

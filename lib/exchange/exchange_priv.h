@@ -20,6 +20,7 @@ struct follow_state {
 	bool leader_seen;	       /* the gatherer's pod exists */
 	char leader_pod[AGREE_NAME_MAX];
 	char round_uid[AGREE_UID_MAX]; /* the gatherer pod's uid */
+	char leader_created[40];       /* its creationTimestamp */
 	bool has_round;
 	struct exchange_round round;
 	bool has_progress;
@@ -61,6 +62,7 @@ struct ex {
 	char why[EXCHANGE_DETAIL_MAX]; /* why this pod gathers (its claim) */
 	bool by_rule;     /* the gatherer's selector came from lib/jobs' rule */
 	bool terminating; /* this pod is being deleted */
+	bool superseded;  /* a newer pod has this pod's job index, and gathers */
 	bool has_rival;   /* another pod of the job gathers too */
 	np_error rival;   /* ... naming both */
 };

@@ -99,10 +99,10 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 			g->m[i].live = false;
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
-		json_array_foreach(items, i, it) {
+		json_array_foreach(items, i, it)
 			gather_member_update(g, x->uid, it);
+		json_array_foreach(items, i, it) /* with every member known */
 			ex_rival_see(x, it);
-		}
 	} else if (type == K8S_WATCH_DELETED) {
 		struct member *m = gather_member(g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
 		const char *uid = ex_meta(obj, "uid");
@@ -473,7 +473,7 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	/* Too many pods, or two gatherers: a misconfiguration every pod must
 	 * hear of at once.  A gatherer being deleted tells no one: the pod
 	 * that replaces it gathers. */
-	if (x->failed && !x->terminating &&
+	if (x->failed && !x->terminating && !x->superseded &&
 	    (x->has_rival || gather_check_count(g, &(np_error){ 0 }) < 0))
 		return publish_failure(x, err);
 	return -1;

@@ -35,7 +35,7 @@ void exchange_gatherer_why(const json_t *pod, char *buf, size_t len)
 	if (jobs_pod_parse(pod, &p, &e) < 0 || jobs_rule(&p, &r, &e) < 0)
 		snprintf(buf, len, "no rule applies (%s)", e.msg);
 	else
-		snprintf(buf, len, "it is %s of %s %s, the rule's gatherer for a %s%s", r.gatherer,
+		snprintf(buf, len, "it is %s of %s %s, which gathers by the rule for the kind \"%s\"%s", r.gatherer,
 			 r.kind == JOBS_KIND_BATCH ? "Job" : r.kind == JOBS_KIND_JOBSET ? "JobSet" : "PyTorchJob",
 			 r.job, jobs_kind_name(r.kind),
 			 r.kind == JOBS_KIND_PYTORCH_WORKERS && !p.pt_role_master
