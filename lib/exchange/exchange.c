@@ -82,6 +82,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	}
 	x->leader = ex_pod_matches(x->pod, x->leader_sel);
+	if (x->leader) /* its own writes of a round: progress, round state, probe */
+		k8s_limiter_add_burst(x->lim, EXCHANGE_GATHERER_EXTRA_BURST);
 	x->by_rule = !o->leader_selector;
 	if (o->leader_selector)
 		snprintf(x->why, sizeof(x->why), "it matches --leader-selector %s", o->leader_selector);

@@ -41,6 +41,10 @@ enum exchange_log_level { EXCHANGE_INFO, EXCHANGE_WARN };
  * The gatherer's assignments have their own budget (publish.c). */
 #define EXCHANGE_QPS 5.0
 #define EXCHANGE_BURST 10
+/* The gatherer's own requests (not its assignments) start with 10 more:
+ * a round costs it about 14 requests of its own in all, and the first
+ * round should not wait for tokens. */
+#define EXCHANGE_GATHERER_EXTRA_BURST 10
 
 struct exchange_opts {
 	struct k8s_config *k8s;      /* API server, credentials, namespace, pod */

@@ -55,7 +55,9 @@ struct ex {
 	/* follower */
 	struct follow_state f;
 	bool done; /* the round this pod probed is final */
-	struct probe_server *servers[EX_SERVERS_MAX];
+	struct probe_server *servers[EX_SERVERS_MAX]; /* one per part, NULL: none */
+	char server_addr[EX_SERVERS_MAX][AGREE_ADDR_TEXT_MAX];
+	char server_why[EX_SERVERS_MAX][EXCHANGE_DETAIL_MAX]; /* why not listening */
 	size_t n_servers;
 	/* gatherer */
 	struct gather *g;
@@ -86,6 +88,10 @@ void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj);
 int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
 		   size_t n, long bytes, struct exchange_probe *out, np_error *err);
 void ex_probe_servers_stop(struct ex *x);
+/* Listen on each part's address (kept when already listening there): the
+ * gatherer does it before it hands out the round, so that no pod's first
+ * probe of it finds nobody listening. */
+void ex_probe_listen(struct ex *x, const struct exchange_part *parts, size_t n);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
 /* Every key the selector names is a label of this pod (values may differ). */

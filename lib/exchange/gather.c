@@ -222,6 +222,9 @@ static int wait_probes(struct ex *x, np_error *err)
 static int run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err)
 {
 	x->g->state = state;
+	const struct member *me = gather_member(x->g, x->name, false);
+	if (me) /* listening before any pod has its part to probe this one */
+		ex_probe_listen(x, me->parts, me->n_parts);
 	return gather_publish_round(x, NULL, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
 		       ? -1

@@ -93,6 +93,8 @@ void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(voi
 struct k8s_limiter;
 int k8s_limiter_new(struct k8s_limiter **out, double qps, int burst, np_error *err);
 void k8s_limiter_free(struct k8s_limiter *l);
+/* Raise the burst (and the tokens there now) by extra. */
+void k8s_limiter_add_burst(struct k8s_limiter *l, int extra);
 /* NULL: the client's own default bucket again. */
 void k8s_client_set_limiter(struct k8s_client *c, struct k8s_limiter *l);
 

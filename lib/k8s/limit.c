@@ -60,6 +60,14 @@ void k8s_limiter_free(struct k8s_limiter *l)
 	free(l);
 }
 
+void k8s_limiter_add_burst(struct k8s_limiter *l, int extra)
+{
+	pthread_mutex_lock(&l->mu);
+	l->b.burst += extra;
+	l->b.tokens += extra;
+	pthread_mutex_unlock(&l->mu);
+}
+
 void k8s_client_set_limiter(struct k8s_client *c, struct k8s_limiter *l)
 {
 	c->lim = l ? l : &c->own_lim;
