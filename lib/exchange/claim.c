@@ -74,7 +74,7 @@ void ex_rival_see(struct ex *x, const json_t *pod)
 	x->has_rival = true;
 	np_error_set(&x->rival, NP_EK8S, 0,
 		     "two pods gather this job: %s, because %s; and %s, because %s.  Only one may: "
-		     "fix the job's labels or env (see the README, \"Which pod gathers\"), or give "
-		     "every pod the same --leader-selector",
+		     "fix the job's labels or env (the README: \"Which pods agree, and which one "
+		     "gathers\"), or give every pod the same --leader-selector",
 		     x->name, x->why, name, why);
 }
