@@ -301,6 +301,26 @@ static void test_status_403_names_missing_rule(void **state)
 				     "group \"batch\" in namespace \"ns\" (nope)");
 }
 
+/* kube-apiserver runs a request without credentials as system:anonymous
+ * and answers 403 (the text is its Forbidden Status): no Role rule helps. */
+static void test_status_403_of_an_anonymous_request(void **state)
+{
+	const char *body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+			   "\"message\":\"pods \\\"p\\\" is forbidden: User \\\"system:anonymous\\\" "
+			   "cannot get resource \\\"pods\\\" in API group \\\"\\\" in the namespace "
+			   "\\\"ns\\\"\",\"reason\":\"Forbidden\",\"code\":403}";
+	np_error err = { 0 };
+	assert_int_equal(k8s_status_error(&err, "GET", "/api/v1/namespaces/ns/pods/p", 403, body,
+					  strlen(body), NULL),
+			 -1);
+	assert_int_equal(err.status, NP_EK8S);
+	assert_non_null(strstr(err.msg, "without credentials it accepted (it ran as system:anonymous)"));
+	assert_non_null(strstr(err.msg, "no token was sent"));
+	assert_null(strstr(err.msg, "the Role needs"));
+	k8s_status_error(&err, "GET", "/api/v1/namespaces/ns/pods/p", 403, body, strlen(body), "/t");
+	assert_non_null(strstr(err.msg, "check the token file"));
+}
+
 static void test_status_other_errors(void **state)
 {
 	const char *body = "{\"kind\":\"Status\",\"message\":\"pods \\\"x\\\" not found\","
@@ -501,6 +521,7 @@ int main(void)
 		cmocka_unit_test(test_watch_backoff_grows_with_jitter),
 		cmocka_unit_test(test_rbac_from_request),
 		cmocka_unit_test(test_status_403_names_missing_rule),
+		cmocka_unit_test(test_status_403_of_an_anonymous_request),
 		cmocka_unit_test(test_status_other_errors),
 		cmocka_unit_test(test_linebuf_any_chunk_boundaries),
 		cmocka_unit_test(test_linebuf_stop_and_overflow),
