@@ -29,6 +29,7 @@ LABEL org.opencontainers.image.title="nicpick" \
       org.opencontainers.image.version="$VERSION" \
       org.opencontainers.image.revision="$REVISION"
 COPY --from=build /src/build/static/nicpick /src/build/static/nicpick-smok[e] /usr/local/bin/
+COPY --from=build /src/build/static/links/ /usr/local/bin/
 USER 65534:65534
 ENTRYPOINT ["/usr/local/bin/nicpick"]
 CMD ["--help"]
@@ -44,6 +45,7 @@ LABEL org.opencontainers.image.title="nicpick-cuda" \
       org.opencontainers.image.revision="$REVISION"
 RUN ldconfig -p | grep -q 'libnccl\.so\.2 '
 COPY --from=build /src/build/static/nicpick /src/build/static/nicpick-smok[e] /usr/local/bin/
+COPY --from=build /src/build/static/links/ /usr/local/bin/
 USER 65534:65534
 ENTRYPOINT ["/usr/local/bin/nicpick"]
 CMD ["--help"]

@@ -77,7 +77,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 LIVE_SRC := $(sort $(wildcard tests/live/test_*.c))
 LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
+.PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -114,6 +114,7 @@ static-deps:
 static: static-deps
 	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
 	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
+	@mkdir -p $(STATIC_DIR)/links && ln -sfn nicpick $(STATIC_DIR)/links/kubectl-nicpick
 	@$(MAKE) --no-print-directory SANITIZE= $(STATIC_DIR)/nicpick-smoke
 	@ls -l $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick-smoke
 
@@ -163,6 +164,12 @@ run: deps
 	  rc=$$?; echo "nicpick select exited $$rc"; \
 	  if [ -f $(BUILD)/run-out/nccl.env ]; then echo "--- $(BUILD)/run-out/nccl.env"; cat $(BUILD)/run-out/nccl.env; fi; \
 	  exit $$rc
+
+# `make demo`: a four-node job out of network namespaces on this machine
+# (scripts/demo.py), ending with `kubectl nicpick status` for it; root.
+demo: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/libfakegpu.so
+	$(PYTHON) scripts/demo.py --nicpick $(BUILD)/nicpick --fakegpu $(BUILD)/tests/libfakegpu.so
 
 # A test double of libnccl.so.2 and libcudart.so (tests/doubles/fakegpu.c):
 # built for the tests only, never installed or shipped.

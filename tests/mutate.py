@@ -31,6 +31,23 @@ MUTATIONS = {
     "report-size-bound": ("lib/agree/report.c", "if (len > AGREE_REPORT_MAX_BYTES) {",
                           "if (0 && len > AGREE_REPORT_MAX_BYTES) {",
                           ["tests/integration/test_agree_e2e.py"]),
+    # The probe listener's authentication and bounds (docs/security.md).
+    "probe-token": ("lib/probe/probe.c", "\treturn diff == 0;", "\treturn diff == 0 || a != b;",
+                    ["tests/integration/test_probe_hostile.py"]),
+    "probe-peer-address": ("lib/probe/probe.c",
+                           "if (o->peer_addr && o->peer_addr[0] && !same_addr(seen, o->peer_addr))",
+                           "if (0 && o->peer_addr && o->peer_addr[0] && !same_addr(seen, o->peer_addr))",
+                           ["tests/integration/test_probe_hostile.py"]),
+    "probe-payload-bound": ("lib/probe/probe.c",
+                            "if (payload > 0 && (o->max_payload <= 0 || payload > o->max_payload))",
+                            "if (0 && payload > 0)", ["tests/integration/test_probe_hostile.py"]),
+    "probe-min-rate": ("lib/probe/probe.c",
+                       "int64_t t = c->payload_start + PROBE_RATE_GRACE_MS + c->got / (PROBE_MIN_RATE_BPS / 1000);",
+                       "int64_t t = INT64_MAX;", ["tests/integration/test_probe_hostile.py"]),
+    "routed-interface": ("lib/agree/decide.c", "\tif (a->route != b->route)\n\t\treturn a->route < b->route ? -1 : 1;\n",
+                         "", ["tests/integration/test_probe_hostile.py"]),
+    "route-retry": ("lib/exchange/gather.c", "\t\tif (route_only) {", "\t\tif (0 && route_only) {",
+                    ["tests/integration/test_probe_hostile.py"]),
 }
 
 # The e2e tests that exercise these conditions; the others only take time.

@@ -54,13 +54,14 @@ static const char *const section_title[CLI_SEC_N] = {
 	[CLI_SEC_AGREE] = "agreement (--peers k8s):",
 	[CLI_SEC_LOG] = "logging:",
 	[CLI_SEC_INSTALL] = "install:",
+	[CLI_SEC_STATUS] = "status (also `kubectl nicpick status`):",
 	[CLI_SEC_SOURCES] = "sources (tests, offline replay):",
 };
 
 /* Whose table holds each option, in the order the usage text walks them
  * within a section. */
 static const struct cli_verb *const table_order[] = { &cli_select, &cli_smoke, &cli_discover,
-						      &cli_install, NULL /* common_opts */ };
+						      &cli_install, &cli_status, NULL /* common_opts */ };
 #define N_TABLES (sizeof(table_order) / sizeof(table_order[0]))
 
 static const struct cli_opt *table(size_t i)
@@ -104,13 +105,19 @@ void cli_print_usage(FILE *out)
 	}
 	fputs("\n"
 	      "exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
-	      "            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n",
+	      "            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n"
+	      "status:     0 decided and proven, 5 still waiting or an API error,\n"
+	      "            3/4/6 the job failed with that code, 2 usage\n",
 	      out);
 }
 
 /* ---- parsing ---- */
 
 #define OPTS_MAX 96
+
+/* With --nccl-debug NCCL's log is already kept: an error says where, not
+ * "rerun with --nccl-debug" (set by cli_parse). */
+static char smoke_kept[4200];
 
 int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 {
@@ -123,6 +130,7 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 	c->timeout = 300;
 	c->sel.ex.probe_port = PROBE_DEFAULT_PORT;
 	c->sel.ex.log_interval_ms = 5000;
+	c->sel.ex.agree.max_rails = AGREE_RAILS_AUTO; /* README: Rails */
 	const char *env_expect = getenv("NICPICK_EXPECT");
 	if (env_expect && *env_expect) {
 		long e;
@@ -178,6 +186,10 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 		return cli_usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->sel.snapshot && (c->sel.src.sysfs_root || c->sel.src.netlink_json))
 		return cli_usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	if (c->sel.smoke.nccl_debug && c->sel.out_dir)
+		snprintf(smoke_kept, sizeof(smoke_kept),
+			 "the smoke all-reduce failed or could not run; NCCL's log is in %s/nccl-debug",
+			 c->sel.out_dir);
 	return 0;
 }
 
@@ -288,14 +300,15 @@ static const char *const next_step[] = {
 int cli_fail(const np_error *err)
 {
 	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
+	const char *next = st == NP_ESMOKE && smoke_kept[0] ? smoke_kept : next_step[st];
 	char code[8];
 	snprintf(code, sizeof(code), "%d", st);
 	if (cli_log_fmt == NP_LOG_JSON) {
-		struct np_log_field f[] = { { "exit_code", code }, { "next", next_step[st] } };
+		struct np_log_field f[] = { { "exit_code", code }, { "next", next } };
 		cli_emit("error", "exit", false, err->msg, f, 2);
 	} else {
 		char *msg = NULL;
-		if (asprintf(&msg, "%s (%s)", err->msg, next_step[st]) < 0)
+		if (asprintf(&msg, "%s (%s)", err->msg, next) < 0)
 			msg = NULL;
 		cli_emit("error", "exit", false, msg ? msg : err->msg, NULL, 0);
 		free(msg);

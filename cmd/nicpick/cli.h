@@ -15,7 +15,7 @@
 #include "util/err.h"
 #include "util/log.h"
 
-enum cli_verb_bit { CLI_DISCOVER = 1, CLI_SELECT = 2, CLI_SMOKE = 4, CLI_ALL = 7 };
+enum cli_verb_bit { CLI_DISCOVER = 1, CLI_SELECT = 2, CLI_SMOKE = 4, CLI_STATUS = 8, CLI_ALL = 15 };
 
 /* The usage text's sections, in the order it shows them. */
 enum cli_section {
@@ -25,6 +25,7 @@ enum cli_section {
 	CLI_SEC_AGREE,
 	CLI_SEC_LOG,
 	CLI_SEC_INSTALL,
+	CLI_SEC_STATUS,
 	CLI_SEC_SOURCES,
 	CLI_SEC_N,
 };
@@ -67,7 +68,8 @@ struct cli_verb {
 
 /* main.c: every verb, in the usage text's order. */
 extern const struct cli_verb *const cli_verbs[];
-extern const struct cli_verb cli_discover, cli_select, cli_smoke, cli_install, cli_version;
+extern const struct cli_verb cli_discover, cli_select, cli_smoke, cli_install, cli_status,
+	cli_version;
 
 extern enum np_log_format cli_log_fmt;
 extern int64_t cli_started_ms;

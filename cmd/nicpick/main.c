@@ -1,6 +1,10 @@
 /* nicpick: dispatch to the verb named first; each verb's file parses its
  * own options (cli.c holds what they share) and maps errors to exit codes.
- * The work is done in lib/. */
+ * The work is done in lib/.
+ *
+ * Invoked as kubectl-nicpick (the link `nicpick install` and the image
+ * add), it is kubectl's plugin: `kubectl nicpick status JOB` runs it with
+ * "status JOB", the same verbs as nicpick's. */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +13,7 @@
 #include "util/clock.h"
 
 const struct cli_verb *const cli_verbs[] = { &cli_discover, &cli_select, &cli_smoke,
-					     &cli_install, &cli_version, NULL };
+					     &cli_install, &cli_status, &cli_version, NULL };
 
 int main(int argc, char **argv)
 {
@@ -28,8 +32,13 @@ int main(int argc, char **argv)
 		if (v && np_log_format_parse(v) >= 0)
 			cli_log_fmt = (enum np_log_format)np_log_format_parse(v);
 	}
+	const char *self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	if (argc < 2) {
-		cli_print_usage(stderr);
+		if (strcmp(self, "kubectl-nicpick") == 0)
+			fprintf(stderr, "usage: kubectl nicpick status JOB [-n NS] [--kind KIND] "
+					"[-o wide|json] [-w]   (kubectl nicpick --help: every option)\n");
+		else
+			cli_print_usage(stderr);
 		return NP_EUSAGE;
 	}
 	const char *cmd = argv[1];

@@ -55,6 +55,22 @@ static int set_smoke_timeout(struct cli *c, const char *a)
 		       &c->sel.smoke.timeout_s);
 }
 
+static int set_tune(struct cli *c, const char *a)
+{
+	if (strcmp(a, "off") == 0)
+		c->sel.tune.mode = SELECT_TUNE_OFF;
+	else if (strcmp(a, "on") == 0)
+		c->sel.tune.mode = SELECT_TUNE_ON;
+	else
+		return cli_usage_error("--tune '%s': expected off or on", a);
+	return 0;
+}
+
+static int set_tune_budget(struct cli *c, const char *a)
+{
+	return cli_int("tune-budget", a, 5, 600, "expected seconds, 5 to 600", &c->sel.tune.budget_s);
+}
+
 static int set_min_busbw(struct cli *c, const char *a)
 {
 	char *end;
@@ -95,6 +111,17 @@ static int set_probe_throughput(struct cli *c, const char *a)
 	if (a && cli_parse_long(a, 1, 1L << 34, &c->sel.ex.probe_throughput_bytes) < 0)
 		return cli_usage_error("--probe-throughput='%s': expected bytes", a);
 	return 0;
+}
+
+/* --rails N|auto (1: one network). */
+static int set_rails(struct cli *c, const char *a)
+{
+	if (strcmp(a, "auto") == 0) {
+		c->sel.ex.agree.max_rails = AGREE_RAILS_AUTO;
+		return 0;
+	}
+	return cli_int("rails", a, 1, EXCHANGE_RAILS_MAX, "expected auto or 1 to 4",
+		       &c->sel.ex.agree.max_rails);
 }
 
 static int set_log_interval(struct cli *c, const char *a)
@@ -140,6 +167,14 @@ static const struct cli_opt opts[] = {
 	{ "min-busbw", required_argument, "--min-busbw GBPS",
 	  "slower is a failure (default: 5% of the slowest agreed link)", CLI_SEC_SMOKE, SEL_SMOKE,
 	  .set = set_min_busbw },
+	{ "tune", required_argument, "--tune off|on",
+	  "after the smoke step, measure NCCL_SOCKET_NTHREADS x\n"
+	  "NCCL_NSOCKS_PERTHREAD against NCCL's defaults on every pod at\n"
+	  "once and write the best only if it beats them (default off)",
+	  CLI_SEC_SMOKE, SEL, .set = set_tune },
+	{ "tune-budget", required_argument, "--tune-budget SEC",
+	  "the sweep's bound: as many runs as fit (default 15)", CLI_SEC_SMOKE, SEL,
+	  .set = set_tune_budget },
 	{ "nccl-debug", no_argument, "--nccl-debug",
 	  "keep NCCL's log in DIR/nccl-debug and make training log there too", CLI_SEC_SMOKE, SEL_SMOKE,
 	  CLI_FLAG(sel.smoke.nccl_debug) },
@@ -169,6 +204,11 @@ static const struct cli_opt opts[] = {
 	{ "probe-throughput", optional_argument, "--probe-throughput[=BYTES]",
 	  "measure throughput to rank networks of equal speed (default 16 MiB)", CLI_SEC_AGREE, SEL,
 	  .set = set_probe_throughput },
+	{ "rails", required_argument, "--rails N|auto",
+	  "use up to N networks of the same quality together (NCCL and\n"
+	  "Gloo get one interface on each); 1: one network (default auto:\n"
+	  "every network as fast and as good as the best, on every pod)",
+	  CLI_SEC_AGREE, SEL, .set = set_rails },
 	{ "log-interval", required_argument, "--log-interval SEC",
 	  "progress lines while waiting (default 5)", CLI_SEC_AGREE, SEL, .set = set_log_interval },
 	{ "strict-env", no_argument, "--strict-env",
@@ -176,6 +216,10 @@ static const struct cli_opt opts[] = {
 	  "NCCL_IB_HCA, GLOO_SOCKET_IFNAME, NCCL_CONF_FILE or NCCL_SOCKET_FAMILY\n"
 	  "to a value that overrides the outputs (default: a warning)",
 	  CLI_SEC_AGREE, SEL, CLI_FLAG(sel.strict_env) },
+	{ "strict", no_argument, "--strict",
+	  "fail (exit 4) when the preferred network fails its probe, instead\n"
+	  "of moving the job to the next network with a warning",
+	  CLI_SEC_AGREE, SEL, CLI_FLAG(sel.ex.strict) },
 	{ "require-same-versions", no_argument, "--require-same-versions",
 	  "fail (exit 6) before the smoke test when the pods' NCCL, CUDA\n"
 	  "driver or runtime, or GPU model differ (default: a warning)",

@@ -5,7 +5,11 @@
  * The decision is a pure, deterministic function of the set of reports, so
  * it is unit-tested and replayed offline.  Nothing here assumes one
  * interface per pod: a decision holds rails, each rail one network with an
- * interface and address per pod (v1 always produces one rail).
+ * interface and address per pod.  The first rail is the best network; with
+ * agree_options.max_rails above 1 the next ones are the other networks of
+ * the same quality (the same worst-case speed, known, and the same
+ * worst-case score, on the same family), each pod on a different
+ * interface on each (agree_decide).
  *
  * Report (annotation value), compact JSON, at most AGREE_REPORT_MAX_BYTES:
  *
@@ -30,6 +34,10 @@
  *     score the policy score on that node (higher is better)
  *     rdma  optional: "hca:port" of an active RDMA port on the interface
  *     mtu   the interface's MTU, 0 unknown
+ *     rt    optional: true when the kernel routes this candidate's subnet
+ *           through `if`, false when through another interface; only on
+ *           candidates that share their subnet with another of the report.
+ *           The agreement assigns a pod the routed one of such a group.
  *   gpu    optional (report version 2): what the smoke test would use here,
  *          {"smoke":"","nccl":22809,"driver":13000,"runtime":13000,
  *           "model":"NVIDIA H200"}; smoke is "" when it can run, else
@@ -66,6 +74,7 @@
 #define AGREE_NET_TEXT_MAX 50  /* address + "/128" */
 #define AGREE_WHY_MAX 256
 #define AGREE_RAILS_MAX 8
+#define AGREE_RAILS_AUTO (-1) /* agree_options.max_rails: every equivalent rail */
 #define AGREE_EXCLUDED_MAX 32
 #define AGREE_NETS_KEEP 32  /* ranked networks kept in a decision */
 #define AGREE_TABLE_KEEP 64 /* per-pod rows kept in a decision */
@@ -73,6 +82,15 @@
 #define AGREE_GPU_MODEL_MAX 128
 #define AGREE_SMOKE_WHY_MAX 24
 #define AGREE_VERSIONS_TEXT_MAX 1024 /* the job-wide warning and skip reason */
+
+/* Whether the kernel routes a candidate's subnet through its interface:
+ * known (and reported) only where a pod has several candidates on one
+ * subnet, the one case where it decides which interface NCCL must use. */
+enum agree_route {
+	AGREE_ROUTE_UNKNOWN,
+	AGREE_ROUTE_USED,   /* "rt":true */
+	AGREE_ROUTE_UNUSED, /* "rt":false: the route to the subnet leaves elsewhere */
+};
 
 struct agree_cand {
 	char ifname[IFNAMSIZ];
@@ -88,6 +106,7 @@ struct agree_cand {
 	long score;
 	char rdma[AGREE_RDMA_MAX]; /* "" none */
 	int mtu;		   /* 0 unknown */
+	enum agree_route route;	   /* "rt" */
 };
 
 /* What the smoke test would use on a pod (nicpick-smoke info). */
@@ -154,6 +173,9 @@ struct agree_options {
 	bool has_cidr;
 	struct np_prefix cidr; /* only networks inside it (--cidr) */
 	bool no_routed;		   /* never fall back to a routed decision */
+	/* Rails: 0 or 1: one network; N: up to N networks of the same
+	 * quality; AGREE_RAILS_AUTO: every one (at most AGREE_RAILS_MAX). */
+	int max_rails;
 	/* Networks removed after a failed probe: decide again without them. */
 	size_t n_excluded;
 	struct agree_network excluded[AGREE_EXCLUDED_MAX];

@@ -3,7 +3,9 @@
  * Every (pod, candidate address) becomes an entry keyed by its network.  Two
  * sorts of the entries do all the work in O(E log E), E = all entries:
  * (network, address, pod) finds addresses that two pods share, (network,
- * pod, quality) finds which pods a network covers and its worst case. */
+ * pod, quality) finds which pods a network covers and its worst case.
+ * Several candidates of one pod on one subnet form a group of which only
+ * the best counts, and the route decides first (agree_cand.route). */
 #include "agree/agree.h"
 
 #include <arpa/inet.h>
@@ -33,6 +35,7 @@ struct entry {
 	unsigned char netb[16];
 	unsigned char addr[16];
 	long mbps, score;
+	int route; /* 0: the kernel routes the subnet through it, 1: unknown, 2: not */
 	long dup_pod; /* another pod with this address on this network, -1 none */
 };
 
@@ -42,6 +45,9 @@ struct netinfo {
 	size_t n_pods;
 	long min_mbps, min_score;
 	enum net_state state;
+	int rail;	     /* 1-based: the decision's rail on it; 0 none */
+	long no_own_pod;     /* same quality, but this pod has no interface of
+			      * its own on it (it is on another rail); -1 none */
 	size_t dup_a, dup_b; /* pods sharing dup_addr */
 	unsigned char dup_addr[16];
 };
@@ -88,7 +94,10 @@ static int cmp_by_addr(const void *pa, const void *pb)
 	return c;
 }
 
-/* Within a pod, the better entry first: faster, higher score, earlier in its report. */
+/* Within a pod, the better entry first: the interface the kernel routes
+ * the subnet through (a pod with several on one subnet can use no other:
+ * its traffic leaves through that one whatever NCCL is told), then faster,
+ * higher score, earlier in its report. */
 static int cmp_by_pod(const void *pa, const void *pb)
 {
 	const struct entry *a = pa, *b = pb;
@@ -96,6 +105,8 @@ static int cmp_by_pod(const void *pa, const void *pb)
 		return a->net < b->net ? -1 : 1;
 	if (a->pod != b->pod)
 		return a->pod < b->pod ? -1 : 1;
+	if (a->route != b->route)
+		return a->route < b->route ? -1 : 1;
 	if (a->mbps != b->mbps)
 		return a->mbps > b->mbps ? -1 : 1;
 	if (a->score != b->score)
@@ -189,6 +200,7 @@ static int build_entries(struct ctx *c, np_error *err)
 			np_prefix_mask(e->family, e->netb, e->plen);
 			e->mbps = k->mbps;
 			e->score = k->score;
+			e->route = k->route == AGREE_ROUTE_USED ? 0 : k->route == AGREE_ROUTE_UNKNOWN ? 1 : 2;
 			e->dup_pod = -1;
 		}
 	}
@@ -221,6 +233,7 @@ static int index_networks(struct ctx *c, np_error *err)
 		ni->net.pfx.len = c->e[i].plen;
 		np_prefix_format(&ni->net.pfx, ni->net.text, sizeof(ni->net.text));
 		ni->state = NET_ELIGIBLE;
+		ni->no_own_pod = -1;
 		/* Runs of one address: sorted by pod, so first and last differ iff two pods share it. */
 		for (size_t a = i; a < end;) {
 			size_t b = a;
@@ -411,6 +424,67 @@ static void missing_pods(const struct ctx *c, const struct netinfo *ni, char *bu
 		append(buf, len, " and %zu more", c->n - ni->n_pods - shown);
 }
 
+/* A rail is as good as the first: the same worst-case speed (known) and
+ * score, on the same family.  A slower network is never a rail: NCCL
+ * stripes every message over the rails, so the slowest sets the pace. */
+static bool same_quality(const struct netinfo *a, const struct netinfo *b)
+{
+	return a->state == NET_ELIGIBLE && a->min_mbps > 0 && a->min_mbps == b->min_mbps &&
+	       a->min_score == b->min_score && a->net.pfx.family == b->net.pfx.family;
+}
+
+static int rails_max(const struct ctx *c)
+{
+	int m = c->opt->max_rails;
+	return m == AGREE_RAILS_AUTO || m > AGREE_RAILS_MAX ? AGREE_RAILS_MAX : m < 1 ? 1 : m;
+}
+
+/* The pod's entry on a network on an interface no earlier rail of the
+ * decision uses, at least as good as the network's worst case; NULL none. */
+static const struct entry *own_on_net(const struct ctx *c, const struct netinfo *ni, size_t pod,
+				      const struct agree_decision *d)
+{
+	const struct entry *e = pod_on_net(c, ni, pod);
+	for (; e && e < c->e + ni->first + ni->count && e->pod == pod; e++) {
+		const char *ifname = c->r[pod]->c[e->cand].ifname;
+		bool used = false;
+		for (size_t k = 0; k < d->n_rails && !used; k++)
+			used = strcmp(d->rails[k].assign[pod].ifname, ifname) == 0;
+		if (!used && e->mbps >= ni->min_mbps && e->score >= ni->min_score)
+			return e;
+	}
+	return NULL;
+}
+
+/* Rails after the first: the next networks of its quality, in rank order,
+ * each pod on an interface of its own. */
+static int add_rails(struct ctx *c, struct netinfo *win, struct agree_decision *d, np_error *err)
+{
+	win->rail = 1;
+	for (size_t i = 1; i < c->nn && (int)d->n_rails < rails_max(c); i++) {
+		struct netinfo *ni = &c->nets[c->order[i]];
+		if (!same_quality(ni, win))
+			continue;
+		size_t p = 0;
+		while (p < c->n && own_on_net(c, ni, p, d))
+			p++;
+		if (p < c->n) {
+			ni->no_own_pod = (long)p;
+			continue;
+		}
+		struct agree_rail *rail = &d->rails[d->n_rails];
+		if (rail_init(c, rail, err) < 0)
+			return -1;
+		rail->net = ni->net;
+		rail->min_mbps = ni->min_mbps;
+		rail->min_score = ni->min_score;
+		for (p = 0; p < c->n; p++)
+			assign_from(c, own_on_net(c, ni, p, d), &rail->assign[p]);
+		ni->rail = (int)++d->n_rails;
+	}
+	return 0;
+}
+
 static void why_lost(const struct ctx *c, const struct netinfo *ni, const struct netinfo *win,
 		     char *buf, size_t len)
 {
@@ -443,6 +517,15 @@ static void why_lost(const struct ctx *c, const struct netinfo *ni, const struct
 	speed_text(ni->min_mbps, s1, sizeof(s1));
 	if (!win || ni == win)
 		append(buf, len, "chosen: worst case %s on all %zu pods", s1, c->n);
+	else if (ni->rail)
+		append(buf, len, "rail %d: worst case %s on all %zu pods, the same quality as %s",
+		       ni->rail, s1, c->n, win->net.text);
+	else if (ni->no_own_pod >= 0)
+		append(buf, len, "same quality as %s, but pod %s has no interface on it that no other "
+		       "rail uses", win->net.text, c->r[ni->no_own_pod]->pod);
+	else if (same_quality(ni, win) && rails_max(c) > 1)
+		append(buf, len, "same quality as %s, beyond the %d rails allowed", win->net.text,
+		       rails_max(c));
 	else if (ni->min_mbps != win->min_mbps)
 		append(buf, len, "slower: worst case %s < %s on %s", s1,
 			 (speed_text(win->min_mbps, s2, sizeof(s2)), s2), win->net.text);
@@ -570,6 +653,8 @@ int agree_decide(const struct agree_report *reports, size_t n, const struct agre
 		rail->min_score = win->min_score;
 		for (size_t p = 0; p < n; p++)
 			assign_from(&c, pod_on_net(&c, win, p), &rail->assign[p]);
+		if (add_rails(&c, &c.nets[c.order[0]], out, err) < 0)
+			goto out;
 	} else if (!c.opt->no_routed && decide_routed(&c, out, err) < 0) {
 		goto out;
 	}

@@ -158,6 +158,8 @@ static json_t *cand_to_json(const struct agree_cand *c)
 	if (c->rdma[0])
 		json_object_set_new(o, "rdma", json_string(c->rdma));
 	json_object_set_new(o, "mtu", json_integer(c->mtu));
+	if (c->route != AGREE_ROUTE_UNKNOWN)
+		json_object_set_new(o, "rt", json_boolean(c->route == AGREE_ROUTE_USED));
 	return o;
 }
 
@@ -239,7 +241,7 @@ static bool rdma_ok(const char *s)
 static int parse_cand(const json_t *o, struct agree_cand *c, char *why)
 {
 	static const char *const keys[] = { "if",   "cls",   "fam",  "addr", "plen", "gw",
-					    "mbps", "score", "rdma", "mtu",  NULL };
+					    "mbps", "score", "rdma", "mtu",  "rt",   NULL };
 	char text[AGREE_ADDR_TEXT_MAX];
 	long fam, v;
 	memset(c, 0, sizeof(*c));
@@ -288,6 +290,10 @@ static int parse_cand(const json_t *o, struct agree_cand *c, char *why)
 		return -1;
 	if (r == 0 && !rdma_ok(c->rdma))
 		return snprintf(why, AGREE_WHY_MAX, "\"rdma\" is not HCA:PORT"), -1;
+	const json_t *rt = json_object_get(o, "rt");
+	if (rt && !json_is_boolean(rt))
+		return snprintf(why, AGREE_WHY_MAX, "\"rt\" is not a boolean"), -1;
+	c->route = !rt ? AGREE_ROUTE_UNKNOWN : json_is_true(rt) ? AGREE_ROUTE_USED : AGREE_ROUTE_UNUSED;
 	return 0;
 }
 

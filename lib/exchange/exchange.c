@@ -39,6 +39,28 @@ static int add_gateways(struct agree_report *r, const struct nic_list *nics, np_
 	return 0;
 }
 
+/* Where this pod has several candidates on one subnet (two ports, or two
+ * macvlans, on one network), say which one the kernel routes the subnet
+ * through: the agreement must assign that one, since the traffic leaves
+ * through it whatever NCCL is told. */
+static void add_subnet_routes(struct agree_report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		struct agree_cand *c = &r->c[i];
+		struct np_prefix pfx = { .family = c->family, .len = c->prefixlen };
+		memcpy(pfx.bytes, c->addr, 16);
+		np_prefix_mask(pfx.family, pfx.bytes, pfx.len);
+		bool shared = false;
+		for (size_t k = 0; k < r->n && !shared; k++)
+			shared = k != i && r->c[k].family == c->family && r->c[k].prefixlen == c->prefixlen &&
+				 np_prefix_contains(&pfx, c->family, r->c[k].addr);
+		char dev[IFNAMSIZ];
+		np_error e = { 0 };
+		if (shared && probe_route_subnet_dev(&pfx, dev, sizeof(dev), &e) == 0)
+			c->route = strcmp(dev, c->ifname) == 0 ? AGREE_ROUTE_USED : AGREE_ROUTE_UNUSED;
+	}
+}
+
 int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err)
 {
@@ -103,6 +125,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	if (o->local_routes && add_gateways(&x->mine, nics, err) < 0)
 		goto out;
+	if (o->local_routes)
+		add_subnet_routes(&x->mine);
 	if (o->gpu)
 		x->mine.gpu = *o->gpu;
 	if (agree_report_to_json(&x->mine, &report, err) < 0)
@@ -180,7 +204,7 @@ void exchange_result_free(struct exchange_result *res)
 }
 
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, np_error *err)
+			    bool ok, const char *message, const char *outcome, np_error *err)
 {
 	struct k8s_client *k = res->client, *own = NULL;
 	if (!res->pod)
@@ -193,12 +217,18 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	k8s_client_set_deadline(k, o->deadline_ms);
 	const char *name = ex_meta(res->pod, "name");
 	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_RESULT, message);
-	int r = k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err);
+	if (patch && outcome)
+		json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+				    EXCHANGE_ANN_OUTCOME, json_string(outcome));
+	int r = patch ? k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err)
+		      : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	json_decref(patch);
+	/* A job that left a network that failed its probe says so as a
+	 * Warning, so that it shows among the pod's warnings. */
 	if (r == 0)
 		r = k8s_create_event(k, o->k8s->namespace, res->pod,
 				     ok ? "NetworkSelected" : "NetworkSelectionFailed", message,
-				     ok ? "Normal" : "Warning", err);
+				     ok && !res->probe_warning[0] ? "Normal" : "Warning", err);
 	k8s_client_free(own);
 	return r;
 }

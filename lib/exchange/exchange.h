@@ -27,6 +27,8 @@
 #define EXCHANGE_ANN_ASSIGN "nicpick.io/assignment"
 #define EXCHANGE_ANN_PROBE "nicpick.io/probe"
 #define EXCHANGE_ANN_RESULT "nicpick.io/result"
+/* Beside it, the same outcome as a message (message.h). */
+#define EXCHANGE_ANN_OUTCOME "nicpick.io/outcome"
 /* On the gatherer's own pod: the state of the current round. */
 #define EXCHANGE_ANN_ROUND "nicpick.io/round"
 /* On the gatherer's own pod: what it waits for (followers show it). */
@@ -63,11 +65,26 @@ struct exchange_opts {
 				      * the report; NULL: none (--smoke off) */
 	bool require_same_versions;  /* gatherer: pods whose NCCL, CUDA or GPU
 				      * differ fail the job (NP_ESMOKE) */
+	bool strict;		     /* gatherer: the preferred network failing its
+				      * probe fails the job (NP_ENOCOMMON) instead
+				      * of a fallback to the next one */
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
 	void *log_ud;
 };
 
-/* This pod's part of the agreed network. */
+/* This pod's part of one agreed network (a rail). */
+#define EXCHANGE_RAILS_MAX 4 /* the parts of one assignment */
+struct exchange_rail {
+	char network[AGREE_NET_TEXT_MAX];
+	char ifname[IFNAMSIZ];
+	char addr[AGREE_ADDR_TEXT_MAX];
+	char next_pod[AGREE_NAME_MAX];
+	char next_addr[AGREE_ADDR_TEXT_MAX];
+	char root_addr[AGREE_ADDR_TEXT_MAX]; /* rank 0's address on it */
+};
+
+/* This pod's part of the agreed network: the first rail's in the fields
+ * below, every rail (the first included) in rails[]. */
 struct exchange_result {
 	bool leader;
 	int epoch;
@@ -86,10 +103,15 @@ struct exchange_result {
 	char root_addr[AGREE_ADDR_TEXT_MAX];
 	char root_pod[AGREE_NAME_MAX]; /* the gatherer, rank 0 */
 	long min_mbps; /* the rail's worst-case speed */
+	size_t n_rails; /* >= 1 on success */
+	struct exchange_rail rails[EXCHANGE_RAILS_MAX];
 	/* Job-wide (agree_versions_compare): pods whose versions differ from
 	 * the majority, and pods where the smoke test cannot run; "" none. */
 	char versions[AGREE_VERSIONS_TEXT_MAX];
 	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
+	/* Job-wide: the networks that failed their probe before this one was
+	 * agreed, and why; "" when the first choice passed. */
+	char probe_warning[1024];
 	bool has_decision;  /* the gatherer's full decision; followers have none */
 	struct agree_decision decision;
 	json_t *pod;        /* this pod's object as last read */
@@ -111,8 +133,10 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
 void exchange_result_free(struct exchange_result *res);
 
-/* After the outputs are written: the result annotation and an Event. */
+/* After the outputs are written: the result annotation (message), the
+ * outcome annotation (outcome: exchange_outcome_to_json's, or NULL) and an
+ * Event (NetworkSelected; type Warning when res->probe_warning is set). */
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, np_error *err);
+			    bool ok, const char *message, const char *outcome, np_error *err);
 
 #endif

@@ -27,6 +27,9 @@ struct follow_state {
 	struct exchange_progress progress;
 	int probed_epoch; /* the round this pod has probed for */
 	char probed_leader[AGREE_UID_MAX];
+	/* ... and its token: a gatherer whose container restarted hands out
+	 * the same round again with a new token, which must be probed again */
+	char probed_token[PROBE_TOKEN_MAX];
 };
 
 enum follow_action { FOLLOW_WAIT, FOLLOW_PROBE, FOLLOW_DONE, FOLLOW_FAIL };
@@ -56,7 +59,7 @@ struct ex {
 	struct follow_state f;
 	bool done; /* the round this pod probed is final */
 	struct probe_server *servers[EX_SERVERS_MAX]; /* one per part, NULL: none */
-	char server_addr[EX_SERVERS_MAX][AGREE_ADDR_TEXT_MAX];
+	char server_key[EX_SERVERS_MAX][2 * AGREE_ADDR_TEXT_MAX + 96]; /* what it listens for */
 	char server_why[EX_SERVERS_MAX][EXCHANGE_DETAIL_MAX]; /* why not listening */
 	size_t n_servers;
 	/* gatherer */
@@ -85,13 +88,18 @@ int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_wat
 void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj);
 /* Listen on each part's address, probe the ring neighbour on each, and
  * publish what was found; `out` gets it too. */
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
-		   size_t n, long bytes, struct exchange_probe *out, np_error *err);
+int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
+		   np_error *err);
 void ex_probe_servers_stop(struct ex *x);
-/* Listen on each part's address (kept when already listening there): the
- * gatherer does it before it hands out the round, so that no pod's first
- * probe of it finds nobody listening. */
-void ex_probe_listen(struct ex *x, const struct exchange_part *parts, size_t n);
+/* This pod's rails in the result, from the parts of its final round: the
+ * first rail also in the result's own fields. */
+void ex_result_rails(struct exchange_result *res, const struct exchange_part *parts, size_t n);
+/* Listen on each part's address for the round's token (kept when already
+ * listening so): the gatherer does it before it hands out the round, so
+ * that no pod's first probe of it finds nobody listening. */
+void ex_probe_listen(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
+		     long bytes);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
 /* Every key the selector names is a label of this pod (values may differ). */

@@ -108,7 +108,8 @@ enum follow_action follow_next(const struct follow_state *s, np_error *err)
 		failure("the gatherer failed", a->status, a->reason, err);
 		return FOLLOW_FAIL;
 	}
-	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0;
+	bool probed = s->probed_epoch == a->epoch && strcmp(s->probed_leader, a->leader) == 0 &&
+		      strcmp(s->probed_token, a->token) == 0;
 	/* A container restarted after its round ended (same pod, same part)
 	 * takes the result as it stands: its neighbours have finished and
 	 * stopped listening. */
@@ -150,10 +151,11 @@ static int probe_now(struct ex *x, np_error *err)
 			return -1;
 	long bytes = a->state == EXCHANGE_MEASURE ? x->o->probe_throughput_bytes : 0;
 	struct exchange_probe pr;
-	if (ex_probe_round(x, a->leader, a->epoch, a->parts, a->n_parts, bytes, &pr, err) < 0)
+	if (ex_probe_round(x, a->leader, a->epoch, a->token, a->parts, a->n_parts, bytes, &pr, err) < 0)
 		return -1;
 	x->f.probed_epoch = a->epoch;
 	snprintf(x->f.probed_leader, sizeof(x->f.probed_leader), "%s", a->leader);
+	snprintf(x->f.probed_token, sizeof(x->f.probed_token), "%s", a->token);
 	return 0;
 }
 
@@ -293,25 +295,19 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!x->done)
 		return np_error_set(err, NP_EK8S, 0, "the exchange ended without a result");
 	const struct exchange_assignment *a = &x->f.assign;
-	const struct exchange_part *p = &a->parts[0];
-	if (a->n_parts != 1 || check_own(x, p, err) < 0)
-		return a->n_parts != 1 ? np_error_set(err, NP_EK8S, 0, "the final round has %zu parts, not 1",
-						      a->n_parts)
-				       : -1;
-	snprintf(res->network, sizeof(res->network), "%s", p->net);
-	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
-	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
-	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
+	/* The final round is a probe round: one part per rail. */
+	if (a->state != EXCHANGE_PROBE || a->n_parts < 1 || a->n_parts > EXCHANGE_RAILS_MAX)
+		return np_error_set(err, NP_EK8S, 0, "the final round is a %s round of %zu parts",
+				    exchange_state_name(a->state), a->n_parts);
+	for (size_t i = 0; i < a->n_parts; i++)
+		if (check_own(x, &a->parts[i], err) < 0)
+			return -1;
+	ex_result_rails(res, a->parts, a->n_parts);
 	res->epoch = a->epoch;
 	res->n_pods = (size_t)a->n_pods;
-	res->rank = p->rank;
-	res->world = p->world;
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	snprintf(res->root_pod, sizeof(res->root_pod), "%s", a->leader_pod);
-	res->min_mbps = p->min_mbps;
 	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
 	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);
+	snprintf(res->probe_warning, sizeof(res->probe_warning), "%s", a->warning);
 	return 0;
 }

@@ -175,6 +175,19 @@ static int watch(struct ex *x, np_error *err)
 	return !x->failed && ex_past_deadline(x) ? deadline_error(x, err) : -1;
 }
 
+/* A pinned pod's report, read with the interface its own probe found
+ * routed as the one the kernel uses on that network. */
+static void apply_pin(const struct member *m, struct agree_report *r)
+{
+	if (!m->pinned)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		struct agree_cand *c = &r->c[i];
+		if (c->prefixlen == m->pin_net.len && np_prefix_contains(&m->pin_net, c->family, c->addr))
+			c->route = strcmp(c->ifname, m->pin_if) == 0 ? AGREE_ROUTE_USED : AGREE_ROUTE_UNUSED;
+	}
+}
+
 static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
 {
 	size_t k = 0;
@@ -182,8 +195,10 @@ static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
 	if (!r)
 		return -1;
 	for (size_t i = 0; i < g->n; i++)
-		if (g->m[i].selected)
-			r[k++] = *g->m[i].rep;
+		if (g->m[i].selected) {
+			r[k] = *g->m[i].rep;
+			apply_pin(&g->m[i], &r[k++]);
+		}
 	*out = r;
 	*n = k;
 	return 0;
@@ -196,7 +211,7 @@ static int own_probe(struct ex *x, long bytes, np_error *err)
 	struct member *me = gather_member(g, x->name, false);
 	if (!me)
 		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
-	if (ex_probe_round(x, x->uid, g->epoch, me->parts, me->n_parts, bytes, &me->probe, err) < 0)
+	if (ex_probe_round(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, &me->probe, err) < 0)
 		return -1;
 	me->has_probe = true;
 	return 0;
@@ -222,9 +237,15 @@ static int wait_probes(struct ex *x, np_error *err)
 static int run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err)
 {
 	x->g->state = state;
+	/* A token per round: a probe of an earlier round, or by anyone who did
+	 * not read this round's assignment, does not count. */
+	if (x->g->epoch == x->g->resume_epoch && probe_token_ok(x->g->resume_token))
+		snprintf(x->g->token, sizeof(x->g->token), "%s", x->g->resume_token);
+	else if (probe_token_new(x->g->token, err) < 0)
+		return -1;
 	const struct member *me = gather_member(x->g, x->name, false);
 	if (me) /* listening before any pod has its part to probe this one */
-		ex_probe_listen(x, me->parts, me->n_parts);
+		ex_probe_listen(x, x->g->token, me->parts, me->n_parts, bytes);
 	return gather_publish_round(x, NULL, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
 		       ? -1
@@ -262,6 +283,35 @@ static int compare_versions(struct ex *x, np_error *err)
 		return np_error_set(err, NP_ESMOKE, 0, "--require-same-versions: the job's pods differ: %s",
 				    v.warning);
 	return 0; /* every pod logs what its assignment carries */
+}
+
+/* A network that failed its probe, in the warning every pod gets with its
+ * next assignment (and so in its log, its Event and its decision.json). */
+static void note_failure(struct gather *g, const char *net, const char *what, const char *why)
+{
+	size_t len = strlen(g->warning);
+	char line[sizeof(g->warning)];
+	/* "the preferred network X" first, then "then Y" for each later one. */
+	if (len)
+		snprintf(line, sizeof(line), "; then %s failed its %s (%s)", net, what, why);
+	else
+		snprintf(line, sizeof(line), "the preferred network %s failed its %s (%s)", net, what, why);
+	np_text_clean(g->warning + len, sizeof(g->warning) - len, line, NP_TEXT_SPACE);
+}
+
+/* What failed on the round's part t, "pod: why; ..." ("" when every pod passed). */
+static void failures(const struct gather *g, size_t t, char *why, size_t len)
+{
+	size_t off = 0;
+	why[0] = '\0';
+	for (size_t i = 0; i < g->n; i++) {
+		const struct member *m = &g->m[i];
+		if (!m->selected || (t < m->probe.n && m->probe.t[t].ok))
+			continue;
+		const char *d = t < m->probe.n && m->probe.t[t].detail[0] ? m->probe.t[t].detail : "probe failed";
+		if (off < len)
+			off += (size_t)snprintf(why + off, len - off, "%s%s: %s", off ? "; " : "", m->name, d);
+	}
 }
 
 static void clear_parts(struct gather *g)
@@ -316,6 +366,17 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 				worst = v;
 		}
 		ex_log(x, EXCHANGE_INFO, "network %s: worst ring throughput %.0f Mb/s", trial[t].text, worst);
+		char why[700];
+		failures(g, t, why, sizeof(why));
+		if (why[0]) {
+			ex_log(x, EXCHANGE_WARN, "network %s failed its throughput probe (%s)", trial[t].text, why);
+			note_failure(g, trial[t].text, "throughput probe", why);
+			/* trial 0 is the network the job would have taken untested */
+			if (t == 0 && x->o->strict)
+				return np_error_set(err, NP_ENOCOMMON, 0,
+						    "--strict: the preferred network %s failed its probe: %s",
+						    trial[t].text, why);
+		}
 		if (worst > best) {
 			best = worst;
 			best_i = t;
@@ -331,20 +392,12 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_result *res)
 {
 	const struct member *me = gather_member(x->g, x->name, false);
-	const struct exchange_part *p = &me->parts[0];
-	snprintf(res->network, sizeof(res->network), "%s", p->net);
-	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
-	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
-	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
-	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
+	ex_result_rails(res, me->parts, me->n_parts);
 	res->family = d->rails[0].net.pfx.family;
-	res->rank = p->rank;
-	res->world = p->world;
-	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	snprintf(res->root_pod, sizeof(res->root_pod), "%s", x->name);
-	res->min_mbps = p->min_mbps;
 	np_text_clean(res->versions, sizeof(res->versions), x->g->versions.warning, NP_TEXT_SPACE);
 	np_text_clean(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable, NP_TEXT_SPACE);
+	np_text_clean(res->probe_warning, sizeof(res->probe_warning), x->g->warning, NP_TEXT_SPACE);
 	res->n_pods = d->n_pods;
 	res->epoch = x->g->epoch;
 	res->decision = *d;
@@ -396,7 +449,13 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 {
 	struct gather *g = x->g;
 	struct agree_options opt = x->o->agree;
+	/* One part per rail in an assignment. */
+	if (opt.max_rails == AGREE_RAILS_AUTO || opt.max_rails > EXCHANGE_RAILS_MAX)
+		opt.max_rails = EXCHANGE_RAILS_MAX;
 	bool measured = x->o->probe_throughput_bytes <= 0;
+	/* Networks on which a pod was moved to the interface its route uses. */
+	struct np_prefix route_tried[AGREE_EXCLUDED_MAX];
+	size_t n_route_tried = 0;
 	for (;;) {
 		g->phase = PH_GATHER;
 		/* After a failed probe every report is in already: decide again
@@ -413,51 +472,106 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			return publish_failure(x, err);
 		}
 		g->n_pods = (int)d.n_pods;
+		/* Rails are used together, not measured against each other. */
+		if (!measured && d.n_rails > 1)
+			measured = true;
 		if (!measured) {
 			measured = true;
 			int r = measure(x, &opt, &d, err);
 			agree_decision_free(&d);
 			if (r < 0)
-				return -1;
+				return err->status == NP_ENOCOMMON ? publish_failure(x, err) : -1;
 			continue;
 		}
-		int r = gather_rail_assign(x, &d.rails[0], false, err);
+		/* Every rail in one round: a part of each for every pod. */
+		size_t nr = d.n_rails < EXCHANGE_RAILS_MAX ? d.n_rails : EXCHANGE_RAILS_MAX;
+		int r = 0;
+		char nets[EXCHANGE_RAILS_MAX * (AGREE_NET_TEXT_MAX + 2)] = "";
+		for (size_t k = 0; k < nr && r == 0; k++) {
+			r = gather_rail_assign(x, &d.rails[k], k > 0, err);
+			snprintf(nets + strlen(nets), sizeof(nets) - strlen(nets), "%s%s", k ? ", " : "",
+				 d.rails[k].net.text);
+		}
 		g->epoch++;
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: probing the ring on %s%s", g->epoch,
-			 d.rails[0].net.text, d.routed ? " (routed)" : "");
-		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s; probing the ring", g->epoch, d.n_pods,
-		       d.rails[0].net.text, d.routed ? " (routed)" : "");
+			 nets, d.routed ? " (routed)" : "");
+		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s%s; probing the ring", g->epoch, d.n_pods,
+		       nets, d.routed ? " (routed)" : "", nr > 1 ? " (rails)" : "");
 		if (r < 0 || run_round(x, EXCHANGE_PROBE, 0, err) < 0) {
 			agree_decision_free(&d);
 			return -1;
 		}
-		/* Every ring link must have passed; otherwise drop the network. */
+		/* Every ring link of every rail must have passed; otherwise drop
+		 * the networks that failed and decide again. */
 		char why[700] = "";
-		size_t off = 0;
-		for (size_t i = 0; i < g->n; i++) {
-			const struct member *m = &g->m[i];
-			if (!m->selected || (m->probe.n > 0 && m->probe.t[0].ok))
-				continue;
-			if (off < sizeof(why))
-				off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s", off ? "; " : "",
-							m->name,
-							m->probe.t[0].detail[0] ? m->probe.t[0].detail : "probe failed");
+		size_t off = 0, n_failed = 0;
+		bool failed_rail[EXCHANGE_RAILS_MAX] = { false };
+		for (size_t k = 0; k < nr; k++) {
+			for (size_t i = 0; i < g->n; i++) {
+				const struct member *m = &g->m[i];
+				if (!m->selected || (m->probe.n > k && m->probe.t[k].ok))
+					continue;
+				failed_rail[k] = true;
+				const char *detail = m->probe.n > k && m->probe.t[k].detail[0] ? m->probe.t[k].detail
+												: "probe failed";
+				if (off < sizeof(why))
+					off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
+								off ? "; " : "", m->name, detail);
+			}
+			n_failed += failed_rail[k];
 		}
-		if (!why[0]) {
+		if (!n_failed) {
 			fill_result(x, &d, res);
 			return gather_set_round(x, EXCHANGE_FINAL, NULL, err);
 		}
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: %s failed the probe (%.180s)",
-			 g->epoch, d.rails[0].net.text, why);
+			 g->epoch, nets, why);
+		/* Failed only because a pod's route leaves through another of its
+		 * interfaces on the same network: try that one, once per network,
+		 * before the network is given up (one network; rails drop a rail). */
+		bool route_only = nr == 1 && !d.routed && n_route_tried < AGREE_EXCLUDED_MAX;
+		for (size_t i = 0; i < n_route_tried && route_only; i++)
+			route_only = !np_prefix_equal(&route_tried[i], &d.rails[0].net.pfx);
+		for (size_t i = 0; i < g->n && route_only; i++) {
+			const struct member *m = &g->m[i];
+			if (m->selected && !(m->probe.n > 0 && m->probe.t[0].ok))
+				route_only = m->probe.n > 0 && m->probe.t[0].route_if[0];
+		}
+		if (route_only) {
+			route_tried[n_route_tried++] = d.rails[0].net.pfx;
+			for (size_t i = 0; i < g->n; i++) {
+				struct member *m = &g->m[i];
+				if (!m->selected || m->probe.t[0].ok)
+					continue;
+				m->pinned = true;
+				snprintf(m->pin_if, sizeof(m->pin_if), "%s", m->probe.t[0].route_if);
+				m->pin_net = d.rails[0].net.pfx;
+				ex_log(x, EXCHANGE_WARN, "round %d: %s routes %s through %s: trying that interface",
+				       g->epoch, m->name, d.rails[0].net.text, m->pin_if);
+			}
+			agree_decision_free(&d);
+			continue;
+		}
+		note_failure(g, nets, "probe", why);
+		if (x->o->strict) {
+			np_error_set(err, NP_ENOCOMMON, 0, "--strict: the preferred network %s failed its probe: %s",
+				     nets, why);
+			agree_decision_free(&d);
+			return publish_failure(x, err);
+		}
+		for (size_t k = 0; k < nr; k++) {
+			if (!failed_rail[k])
+				continue;
+			/* A routed rail is no network that exclusion can name:
+			 * without this, the same routed decision came back every
+			 * round until the deadline. */
+			if (d.routed)
+				opt.no_routed = true;
+			else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
+				opt.excluded[opt.n_excluded++] = d.rails[k].net;
+		}
 		ex_log(x, EXCHANGE_WARN, "round %d: network %s failed the probe (%s); deciding again without it",
-		       g->epoch, d.rails[0].net.text, why);
-		/* A routed rail is no network that exclusion can name: without
-		 * this, the same routed decision came back every round until
-		 * the deadline. */
-		if (d.routed)
-			opt.no_routed = true;
-		else if (opt.n_excluded < AGREE_EXCLUDED_MAX)
-			opt.excluded[opt.n_excluded++] = d.rails[0].net;
+		       g->epoch, nr > 1 ? "of the rails" : d.rails[0].net.text, why);
 		agree_decision_free(&d);
 	}
 }
@@ -468,6 +582,14 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!g)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	x->g = g;
+	const char *own = ex_annotation(x->pod, EXCHANGE_ANN_ASSIGN);
+	struct exchange_assignment a;
+	np_error e = { 0 };
+	if (own && exchange_assignment_parse(own, strlen(own), &a, &e) == 0 && strcmp(a.leader, x->uid) == 0 &&
+	    a.state != EXCHANGE_FAILED) {
+		g->resume_epoch = a.epoch;
+		snprintf(g->resume_token, sizeof(g->resume_token), "%s", a.token);
+	}
 	if (count_pods(x, err) < 0)
 		return -1;
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);

@@ -24,6 +24,11 @@ struct member {
 	bool selected; /* the member counted for its key */
 	size_t n_parts; /* this pod's parts of the current round */
 	struct exchange_part parts[EXCHANGE_PARTS_MAX];
+	/* The pod's own probe found that the kernel routes pin_net through
+	 * pin_if: its report is read with that interface as the routed one. */
+	bool pinned;
+	char pin_if[IFNAMSIZ];
+	struct np_prefix pin_net;
 };
 
 enum phase { PH_GATHER, PH_PROBE };
@@ -37,6 +42,14 @@ struct gather {
 	int expect;
 	int n_pods; /* pods in the round's decision */
 	char probe_status[EXCHANGE_DETAIL_MAX];
+	char token[PROBE_TOKEN_MAX]; /* the round's probe token */
+	/* What an earlier run of this gatherer's container (same pod, same
+	 * uid) handed out last, from its own assignment: handing out that round
+	 * again, it gives the same token, so that the pods still probing it
+	 * are not turned away. */
+	int resume_epoch;
+	char resume_token[PROBE_TOKEN_MAX];
+	char warning[EXCHANGE_REASON_MAX]; /* networks that failed their probe */
 	char published[1024]; /* the progress last written on the gatherer's pod */
 	bool need_assign; /* a pod restarted and lost its assignment */
 	struct agree_versions versions; /* of the reports last decided on */

@@ -94,10 +94,11 @@ int exchange_assignment_to_json(const struct exchange_assignment *a, char **json
 	for (size_t i = 0; parts && i < a->n_parts && i < EXCHANGE_PARTS_MAX; i++) {
 		const struct exchange_part *p = &a->parts[i];
 		json_array_append_new(
-			parts, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:I}", "net", p->net, "if",
-					 p->ifname, "addr", p->addr, "next_pod", p->next_pod, "next_addr",
-					 p->next_addr, "rank", p->rank, "world", p->world, "root", p->root,
-					 "min_mbps", (json_int_t)p->min_mbps));
+			parts, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:I}", "net", p->net,
+					 "if", p->ifname, "addr", p->addr, "next_pod", p->next_pod,
+					 "next_addr", p->next_addr, "prev_addr", p->prev_addr, "rank", p->rank,
+					 "world", p->world, "root", p->root, "min_mbps",
+					 (json_int_t)p->min_mbps));
 	}
 	json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:o}", "v", EXCHANGE_MSG_VERSION, "leader",
 			      a->leader, "leader_pod", a->leader_pod, "epoch", a->epoch, "state",
@@ -107,15 +108,23 @@ int exchange_assignment_to_json(const struct exchange_assignment *a, char **json
 		json_object_set_new(o, "versions", text(a->versions));
 	if (o && a->state != EXCHANGE_FAILED && a->smoke_skip[0])
 		json_object_set_new(o, "smoke_skip", text(a->smoke_skip));
+	if (o && a->state != EXCHANGE_FAILED && a->warning[0])
+		json_object_set_new(o, "warning", text(a->warning));
+	if (o && a->state != EXCHANGE_FAILED)
+		json_object_set_new(o, "token", json_string(a->token));
 	return dump(o, "assignment", json, err);
 }
 
 int exchange_probe_to_json(const struct exchange_probe *p, char **json, np_error *err)
 {
 	json_t *trials = json_array();
-	for (size_t i = 0; trials && i < p->n && i < EXCHANGE_PARTS_MAX; i++)
-		json_array_append_new(trials, json_pack("{s:b, s:f, s:o}", "ok", p->t[i].ok, "mbps",
-							p->t[i].mbps, "detail", text(p->t[i].detail)));
+	for (size_t i = 0; trials && i < p->n && i < EXCHANGE_PARTS_MAX; i++) {
+		json_t *t = json_pack("{s:b, s:f, s:o}", "ok", p->t[i].ok, "mbps", p->t[i].mbps, "detail",
+				      text(p->t[i].detail));
+		if (t && !p->t[i].ok && p->t[i].route_if[0])
+			json_object_set_new(t, "route_if", json_string(p->t[i].route_if));
+		json_array_append_new(trials, t);
+	}
 	json_t *o = json_pack("{s:i, s:s, s:i, s:o}", "v", EXCHANGE_MSG_VERSION, "leader", p->leader,
 			      "epoch", p->epoch, "trials", trials);
 	return dump(o, "probe result", json, err);
@@ -254,8 +263,8 @@ static int get_net(const json_t *o, char *dst, char *why)
 
 static int read_part(const json_t *o, struct exchange_part *p, char *why)
 {
-	static const char *const keys[] = { "net",  "if",    "addr", "next_pod", "next_addr",
-					    "rank", "world", "root", "min_mbps", NULL };
+	static const char *const keys[] = { "net",   "if",   "addr",	 "next_pod", "next_addr",
+					    "prev_addr", "rank", "world", "root", "min_mbps", NULL };
 	long mbps;
 	if (!json_is_object(o)) {
 		snprintf(why, NP_JSON_WHY_MAX, "a part is not an object");
@@ -266,12 +275,13 @@ static int read_part(const json_t *o, struct exchange_part *p, char *why)
 	    get_addr(o, "addr", false, p->addr, why) < 0 ||
 	    np_json_str(o, "next_pod", true, NP_CS_NAME, 0, p->next_pod, sizeof(p->next_pod), why) < 0 ||
 	    get_addr(o, "next_addr", true, p->next_addr, why) < 0 ||
+	    get_addr(o, "prev_addr", true, p->prev_addr, why) < 0 ||
 	    get_i(o, "world", 1, AGREE_PODS_MAX, &p->world, why) < 0 ||
 	    get_i(o, "rank", 0, p->world - 1, &p->rank, why) < 0 || get_addr(o, "root", false, p->root, why) < 0 ||
 	    np_json_int(o, "min_mbps", true, -1, MBPS_MAX, &mbps, why) < 0)
 		return -1;
 	p->min_mbps = mbps;
-	if (!p->next_pod[0] != !p->next_addr[0]) {
+	if (!p->next_pod[0] != !p->next_addr[0] || !p->next_addr[0] != !p->prev_addr[0]) {
 		snprintf(why, NP_JSON_WHY_MAX, "a ring neighbour without its address, or the reverse");
 		return -1;
 	}
@@ -283,7 +293,7 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 {
 	static const char *const keys[] = { "v",      "leader", "leader_pod", "epoch", "state",
 					    "status", "reason", "n",          "parts", "versions",
-					    "smoke_skip", NULL };
+					    "smoke_skip", "token", "warning", NULL };
 	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
@@ -300,16 +310,27 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 	    get_i(o, "n", 0, AGREE_PODS_MAX, &out->n_pods, why) < 0 ||
 	    np_json_str(o, "versions", false, NP_CS_UTF8, 1, out->versions, sizeof(out->versions), why) < 0 ||
 	    np_json_str(o, "smoke_skip", false, NP_CS_UTF8, 1, out->smoke_skip, sizeof(out->smoke_skip),
-			  why) < 0)
+			  why) < 0 ||
+	    np_json_str(o, "warning", false, NP_CS_UTF8, 1, out->warning, sizeof(out->warning), why) < 0 ||
+	    np_json_str(o, "token", false, NP_CS_NAME, 1, out->token, sizeof(out->token), why) < 0)
 		goto out;
 	if (out->state == EXCHANGE_FAILED && (out->versions[0] || out->smoke_skip[0])) {
 		snprintf(why, sizeof(why), "\"versions\" or \"smoke_skip\" in a failed assignment");
 		goto out;
 	}
+	if (out->state == EXCHANGE_FAILED && (out->warning[0] || out->token[0])) {
+		snprintf(why, sizeof(why), "\"warning\" or \"token\" in a failed assignment");
+		goto out;
+	}
+	if (out->state != EXCHANGE_FAILED && !probe_token_ok(out->token)) {
+		snprintf(why, sizeof(why), "\"token\" is %s, not 32 lowercase hex digits",
+			 out->token[0] ? "malformed" : "missing");
+		goto out;
+	}
 	size_t want_min = out->state == EXCHANGE_FAILED ? 0 : 1;
-	size_t want_max = out->state == EXCHANGE_FAILED ? 0
-			  : out->state == EXCHANGE_PROBE ? 1
-							 : EXCHANGE_PARTS_MAX;
+	/* A probe round has one part per rail: an assignment of one rail is
+	 * what every earlier nicpick wrote and read. */
+	size_t want_max = out->state == EXCHANGE_FAILED ? 0 : EXCHANGE_PARTS_MAX;
 	if (!json_is_array(parts) || json_array_size(parts) < want_min || json_array_size(parts) > want_max) {
 		snprintf(why, sizeof(why), "\"parts\" is not an array of %zu..%zu parts for state %s",
 			 want_min, want_max, exchange_state_name(out->state));
@@ -323,6 +344,12 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 				 out->n_pods);
 			goto out;
 		}
+		for (size_t k = 0; k < i && out->state == EXCHANGE_PROBE; k++)
+			if (!strcmp(out->parts[k].net, out->parts[i].net) ||
+			    !strcmp(out->parts[k].ifname, out->parts[i].ifname)) {
+				snprintf(why, sizeof(why), "two rails on one network or one interface");
+				goto out;
+			}
 		out->n_parts++;
 	}
 	ret = 0;
@@ -334,7 +361,7 @@ out:
 int exchange_probe_parse(const char *json, size_t len, struct exchange_probe *out, np_error *err)
 {
 	static const char *const keys[] = { "v", "leader", "epoch", "trials", NULL };
-	static const char *const tkeys[] = { "ok", "mbps", "detail", NULL };
+	static const char *const tkeys[] = { "ok", "mbps", "detail", "route_if", NULL };
 	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
@@ -359,8 +386,14 @@ int exchange_probe_parse(const char *json, size_t len, struct exchange_probe *ou
 			goto out;
 		}
 		if (np_json_check_keys(t, tkeys, why) < 0 || np_json_bool(t, "ok", &x->ok, why) < 0 ||
-		    np_json_str(t, "detail", true, NP_CS_UTF8, 0, x->detail, sizeof(x->detail), why) < 0)
+		    np_json_str(t, "detail", true, NP_CS_UTF8, 0, x->detail, sizeof(x->detail), why) < 0 ||
+		    np_json_str(t, "route_if", false, NP_CS_IFNAME, 1, x->route_if, sizeof(x->route_if),
+				  why) < 0)
 			goto out;
+		if (x->ok && x->route_if[0]) {
+			snprintf(why, sizeof(why), "\"route_if\" in a trial that passed");
+			goto out;
+		}
 		if (!json_is_number(mbps) || json_number_value(mbps) < 0 ||
 		    json_number_value(mbps) > (double)MBPS_MAX) {
 			snprintf(why, sizeof(why), "\"mbps\" is not a number 0..%lld", MBPS_MAX);

@@ -6,16 +6,25 @@
  *
  *   nicpick.io/assignment  on each pod, from the gatherer: its part of a round
  *     {"v":1,"leader":UID,"leader_pod":NAME,"epoch":N,"state":"probe"|"measure"|"failed",
- *      "status":5,"reason":"..." (failed only),"n":PODS,
+ *      "status":5,"reason":"..." (failed only),"n":PODS,"token":"<32 hex>",
  *      "parts":[{"net":"10.9.0.0/24","if":"eth1","addr":"10.9.0.3","next_pod":NAME,
- *                "next_addr":ADDR,"rank":1,"world":4,"root":ADDR,"min_mbps":100000}],
+ *                "next_addr":ADDR,"prev_addr":ADDR,"rank":1,"world":4,"root":ADDR,
+ *                "min_mbps":100000}],
  *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
- *      "smoke_skip":"job-w-2: no-gpu"}
- *     one part in a probe round, one per tied network in a measure round,
- *     none when failed; versions and smoke_skip (agree_versions_compare)
- *     only when not failed and not empty
+ *      "smoke_skip":"job-w-2: no-gpu",
+ *      "warning":"the preferred network 10.9.0.0/24 failed its probe: ..."}
+ *     in a probe round one part per rail (the agreed networks, in the
+ *     decision's order: one unless rails are on), one per tied network in
+ *     a measure round, none when failed; the token (the round's, lib/probe)
+ *     in every state but failed; versions, smoke_skip (agree_versions_compare)
+ *     and the probe warning only when not failed and not empty.  prev_addr
+ *     is the ring neighbour that probes this part, the only address whose
+ *     probe the listener counts ("" when alone).
  *   nicpick.io/probe       on each pod: what its probes of the round found
- *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"..."}]}
+ *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"...",
+ *      "route_if":"eth1"}]}
+ *     route_if (optional, failed trials only): the route to the neighbour
+ *     leaves through this other interface of the pod, on the same network
  *   nicpick.io/round       on the gatherer's pod: the state of the round
  *     {"v":1,"leader":UID,"epoch":N,"state":"probe"|"measure"|"final"|"failed",
  *      "status":4,"reason":"..." (failed only)}
@@ -27,6 +36,14 @@
  *     {"v":1,"leader":UID,"pod":NAME,"why":"..."}
  *     a second gatherer of the job sees it and the job fails at once,
  *     naming both and why each thought it gathers
+ *   nicpick.io/outcome     on each pod, last: how its nicpick ended (outcome.c)
+ *     {"v":1,"ok":true,"status":0,"reason":"..." (not ok only),"epoch":N,
+ *      "smoke":"passed"|"failed"|"skipped","busbw":1.73,"min_busbw":0.5,
+ *      "suspect":"the link into rank 2 (...)","suspect_rank":2,"nccl":22105,
+ *      "warnings":1,"warning":"container train sets NCCL_SOCKET_IFNAME=..."}
+ *     busbw (GB/s at the largest size) only when the smoke test ran;
+ *     suspect, warning only when not empty.  nicpick.io/result is the same
+ *     outcome as one line of text, for people.
  *
  * The report (nicpick.io/report) is lib/agree's agree_report. */
 #ifndef NP_EXCHANGE_MESSAGE_H
@@ -37,6 +54,7 @@
 #include <stddef.h>
 
 #include "agree/agree.h"
+#include "probe/probe.h"
 #include "util/err.h"
 
 #define EXCHANGE_MSG_VERSION 1
@@ -62,6 +80,7 @@ struct exchange_part {
 	char addr[AGREE_ADDR_TEXT_MAX];
 	char next_pod[AGREE_NAME_MAX]; /* ring neighbour; "" when alone */
 	char next_addr[AGREE_ADDR_TEXT_MAX];
+	char prev_addr[AGREE_ADDR_TEXT_MAX]; /* who probes this part; "" when alone */
 	int rank; /* agree_rail_rank */
 	int world;
 	char root[AGREE_ADDR_TEXT_MAX];
@@ -83,12 +102,18 @@ struct exchange_assignment {
 	 * (every pod then skips it, or fails with --smoke required); "" none. */
 	char versions[AGREE_VERSIONS_TEXT_MAX];
 	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
+	char token[PROBE_TOKEN_MAX]; /* the round's probe token; "" when failed */
+	/* Job-wide: why the job left a network that failed its probe; "" none. */
+	char warning[EXCHANGE_REASON_MAX];
 };
 
 struct exchange_trial {
 	bool ok;
 	double mbps;
 	char detail[EXCHANGE_DETAIL_MAX];
+	/* Failed because the route to the neighbour leaves through this other
+	 * interface of the pod, on the same network: try it ("" otherwise). */
+	char route_if[IFNAMSIZ];
 };
 
 struct exchange_probe {
@@ -151,5 +176,28 @@ int exchange_claim_parse(const char *json, size_t len, struct exchange_claim *ou
  * yet: 1 of 4; round 2 ..." for log lines and deadline messages. */
 void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t len);
 
+/* How this pod's nicpick ended (nicpick.io/outcome). */
+enum exchange_smoke { EXCHANGE_SMOKE_SKIPPED, EXCHANGE_SMOKE_PASSED, EXCHANGE_SMOKE_FAILED };
+const char *exchange_smoke_name(enum exchange_smoke s);
+
+struct exchange_outcome {
+	bool ok;
+	int status; /* the exit status (enum np_status); 0 when ok */
+	char reason[EXCHANGE_REASON_MAX]; /* not ok: the error */
+	int epoch;  /* the round the pod ended in, 0 before one */
+	enum exchange_smoke smoke;
+	bool has_busbw;
+	double busbw;     /* GB/s at the largest size, when the test ran */
+	double min_busbw; /* the floor it was held to, 0 none */
+	char suspect[EXCHANGE_DETAIL_MAX * 2]; /* "" none */
+	int suspect_rank; /* the rank whose incoming link is suspect, -1 none */
+	int nccl;         /* ncclGetVersion(), 0 unknown */
+	int warnings;     /* pod settings that override the outputs */
+	char warning[EXCHANGE_DETAIL_MAX * 2]; /* the first of them, "" none */
+};
+
+int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_error *err);
+int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome *out,
+			   np_error *err);
 
 #endif

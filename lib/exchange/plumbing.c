@@ -130,21 +130,34 @@ void ex_probe_servers_stop(struct ex *x)
 	x->n_servers = 0;
 }
 
-void ex_probe_listen(struct ex *x, const struct exchange_part *parts, size_t n)
+void ex_probe_listen(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
+		     long bytes)
 {
 	if (n > EX_SERVERS_MAX)
 		n = EX_SERVERS_MAX;
+	char key[EX_SERVERS_MAX][sizeof(x->server_key[0])];
 	bool same = x->n_servers == n;
-	for (size_t i = 0; same && i < n; i++)
-		same = x->servers[i] && strcmp(x->server_addr[i], parts[i].addr) == 0;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key[i], sizeof(key[i]), "%s|%s|%s|%ld", parts[i].addr, token,
+			 parts[i].prev_addr, bytes);
+		same = same && x->servers[i] && strcmp(x->server_key[i], key[i]) == 0;
+	}
 	if (same)
 		return;
 	ex_probe_servers_stop(x);
 	for (size_t i = 0; i < n; i++) {
 		np_error lerr = { 0 };
-		snprintf(x->server_addr[i], sizeof(x->server_addr[i]), "%s", parts[i].addr);
+		struct probe_server_opts so = {
+			.addr = parts[i].addr,
+			.port = x->o->probe_port,
+			.token = token,
+			.peer_addr = parts[i].prev_addr,
+			.max_payload = bytes,
+			.deadline_ms = x->o->deadline_ms,
+		};
+		snprintf(x->server_key[i], sizeof(x->server_key[i]), "%s", key[i]);
 		x->server_why[i][0] = '\0';
-		if (probe_server_start(parts[i].addr, x->o->probe_port, &x->servers[i], &lerr) < 0) {
+		if (probe_server_start(&so, &x->servers[i], &lerr) < 0) {
 			x->servers[i] = NULL;
 			np_text_clean(x->server_why[i], sizeof(x->server_why[i]), lerr.msg, NP_TEXT_SPACE);
 		}
@@ -152,14 +165,36 @@ void ex_probe_listen(struct ex *x, const struct exchange_part *parts, size_t n)
 	x->n_servers = n;
 }
 
+/* The route to the neighbour leaves through dev: when dev is another of
+ * this pod's own candidates on the part's network, name it, so that the
+ * gatherer tries it before it gives up the network. */
+static void route_alternative(const struct ex *x, const struct exchange_part *p, const char *dev,
+			      struct exchange_trial *t)
+{
+	struct agree_network net;
+	np_error e = { 0 };
+	if (strcmp(p->net, "routed") == 0 || agree_network_parse(p->net, &net, &e) < 0)
+		return;
+	for (size_t i = 0; i < x->mine.n; i++) {
+		const struct agree_cand *c = &x->mine.c[i];
+		if (strcmp(c->ifname, dev) == 0 && c->prefixlen == net.pfx.len &&
+		    np_prefix_contains(&net.pfx, c->family, c->addr)) {
+			snprintf(t->route_if, sizeof(t->route_if), "%s", dev);
+			return;
+		}
+	}
+}
+
 /* Listen on each address this pod has in the round, then probe the ring
- * neighbour on each and check the route. */
-static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n, long bytes,
-		       struct exchange_probe *out, np_error *err)
+ * neighbour on each and check the route.  The listener counts only the
+ * round's token from the expected neighbour, and no connection it holds
+ * outlives the exchange's deadline. */
+static int probe_parts(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
+		       long bytes, struct exchange_probe *out, np_error *err)
 {
 	/* This pod holds its part of a decision and is about to probe. */
 	np_test_point("after-decision");
-	ex_probe_listen(x, parts, n);
+	ex_probe_listen(x, token, parts, n, bytes);
 	bool listening[EX_SERVERS_MAX] = { false };
 	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
 		struct exchange_trial *t = &out->t[i];
@@ -187,6 +222,7 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 				t->ok = false;
 				snprintf(why, sizeof(why), "the route to %s leaves through %s, not %s",
 					 p->next_addr, dev, p->ifname);
+				route_alternative(x, p, dev, t);
 			}
 			if (t->ok) {
 				struct probe_result pr;
@@ -194,7 +230,8 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 				int64_t pd = np_now_ms() + EX_PROBE_WINDOW_MS;
 				if (pd > x->o->deadline_ms)
 					pd = x->o->deadline_ms;
-				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, pd, bytes, &pr, err) < 0)
+				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, token, pd, bytes, &pr,
+					       err) < 0)
 					return -1;
 				t->ok = pr.connected && pr.source_ok;
 				t->mbps = pr.mbps;
@@ -209,14 +246,15 @@ static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n
 	return 0;
 }
 
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
-		   size_t n, long bytes, struct exchange_probe *out, np_error *err)
+int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
+		   np_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
 	out->epoch = epoch;
 	char *s = NULL;
-	if (probe_parts(x, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
+	if (probe_parts(x, token, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
 		return -1;
 	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
 	free(s);
@@ -253,4 +291,32 @@ bool ex_pod_matches(const json_t *pod, const char *selector)
 bool ex_pod_has_labels(const json_t *pod, const char *selector)
 {
 	return labels_match(pod, selector, false);
+}
+
+void ex_result_rails(struct exchange_result *res, const struct exchange_part *parts, size_t n)
+{
+	res->n_rails = 0;
+	for (size_t i = 0; i < n && i < EXCHANGE_RAILS_MAX; i++) {
+		const struct exchange_part *p = &parts[i];
+		struct exchange_rail *r = &res->rails[res->n_rails++];
+		snprintf(r->network, sizeof(r->network), "%s", p->net);
+		snprintf(r->ifname, sizeof(r->ifname), "%s", p->ifname);
+		snprintf(r->addr, sizeof(r->addr), "%s", p->addr);
+		snprintf(r->next_pod, sizeof(r->next_pod), "%s", p->next_pod);
+		snprintf(r->next_addr, sizeof(r->next_addr), "%s", p->next_addr);
+		snprintf(r->root_addr, sizeof(r->root_addr), "%s", p->root);
+	}
+	if (!n)
+		return;
+	const struct exchange_part *p = &parts[0];
+	snprintf(res->network, sizeof(res->network), "%s", p->net);
+	snprintf(res->ifname, sizeof(res->ifname), "%s", p->ifname);
+	snprintf(res->addr, sizeof(res->addr), "%s", p->addr);
+	snprintf(res->next_pod, sizeof(res->next_pod), "%s", p->next_pod);
+	snprintf(res->next_addr, sizeof(res->next_addr), "%s", p->next_addr);
+	res->family = strchr(res->addr, ':') ? AF_INET6 : AF_INET;
+	res->rank = p->rank;
+	res->world = p->world;
+	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
+	res->min_mbps = p->min_mbps;
 }

@@ -81,6 +81,8 @@ int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
 			memcpy(a->parts, m->parts, sizeof(a->parts));
 			np_text_clean(a->versions, sizeof(a->versions), g->versions.warning, NP_TEXT_SPACE);
 			np_text_clean(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable, NP_TEXT_SPACE);
+			np_text_clean(a->warning, sizeof(a->warning), g->warning, NP_TEXT_SPACE);
+			snprintf(a->token, sizeof(a->token), "%s", g->token);
 		}
 		names[n] = m->name;
 		if (exchange_assignment_to_json(a, &patches[n++], err) < 0)
@@ -167,6 +169,7 @@ int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append,
 	size_t n = rail->n_assign;
 	for (size_t i = 0; i < n; i++) {
 		const struct agree_assign *a = &rail->assign[i], *nx = &rail->assign[(i + 1) % n];
+		const struct agree_assign *pv = &rail->assign[(i + n - 1) % n];
 		struct member *m = gather_member(g, a->pod, false);
 		if (!m)
 			return np_error_set(err, NP_EINTERNAL, 0, "pod %s of the decision is not a member", a->pod);
@@ -185,6 +188,7 @@ int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append,
 		if (n > 1) {
 			snprintf(p->next_pod, sizeof(p->next_pod), "%s", nx->pod);
 			snprintf(p->next_addr, sizeof(p->next_addr), "%s", nx->addr);
+			snprintf(p->prev_addr, sizeof(p->prev_addr), "%s", pv->addr);
 		}
 		p->rank = rk.rank;
 		p->world = rk.world;

@@ -147,6 +147,23 @@ static int fill(struct rank *k, size_t count, np_error *err)
 	return 0;
 }
 
+/* The ranks' mean of a time, the same on every rank (an all-reduce of one
+ * float): every pod judges the same figure (nicpick's --tune compares
+ * them, and each pod must take the same verdict). */
+static int mean_us(struct rank *k, double *us, np_error *err)
+{
+	float f = (float)*us;
+	cudaError_t ce = k->l->cuda.Memcpy(k->dev, &f, sizeof(f), cudaMemcpyHostToDevice);
+	if (ce == cudaSuccess && allreduce_once(k, 1, "the ranks' mean time", err) < 0)
+		return -1;
+	if (ce == cudaSuccess)
+		ce = k->l->cuda.Memcpy(&f, k->dev, sizeof(f), cudaMemcpyDeviceToHost);
+	if (ce != cudaSuccess)
+		return np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+	*us = (double)f / k->o->world;
+	return 0;
+}
+
 static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 {
 	size_t count = (size_t)s->bytes / sizeof(float);
@@ -181,6 +198,8 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 		if (allreduce_once(k, count, what, err) < 0)
 			return -1;
 	double us = (np_now_us() - t0) / ITERS;
+	if (k->o->world > 1 && mean_us(k, &us, err) < 0)
+		return -1;
 	s->iters = ITERS;
 	s->avg_us = us;
 	s->algbw_gbps = us > 0 ? (double)s->bytes / (us * 1e3) : 0;

@@ -3,6 +3,7 @@
  * executable. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,9 @@
 #define INSTALL_MODE 0755
 
 struct copy {
-	char src[PATH_MAX];
+	char src[PATH_MAX]; /* a link: its target, relative to DIR */
 	const char *name;
+	bool link;
 	char tmp[PATH_MAX]; /* "" once renamed or removed */
 };
 
@@ -45,6 +47,28 @@ static int copy_fd(int in, int out)
 static int fill_copy(int fd, void *ud)
 {
 	return copy_fd(*(const int *)ud, fd);
+}
+
+/* A symbolic link DIR/.NAME.<n> to c->src, for the rename into place. */
+static int link_temp(const char *dir, struct copy *c, np_error *err)
+{
+	for (unsigned n = 0; n < 100; n++) {
+		char base[NAME_MAX];
+		snprintf(base, sizeof(base), ".%s.%ld.%u", c->name, (long)getpid(), n);
+		if (np_path_join(c->tmp, sizeof(c->tmp), dir, base) < 0) {
+			c->tmp[0] = '\0';
+			return np_error_set(err, NP_EUSAGE, ENAMETOOLONG, "cannot install into %s", dir);
+		}
+		if (symlink(c->src, c->tmp) == 0)
+			return 0;
+		if (errno != EEXIST) {
+			int e = errno;
+			c->tmp[0] = '\0';
+			return np_error_set(err, NP_EINTERNAL, e, "cannot write %s/%s", dir, c->name);
+		}
+	}
+	c->tmp[0] = '\0';
+	return np_error_set(err, NP_EINTERNAL, EEXIST, "cannot write %s/%s", dir, c->name);
 }
 
 /* c->src into a temporary DIR/.NAME.XXXXXX, 0755, fsync'ed and closed. */
@@ -77,7 +101,8 @@ int install_self(const char *self, const char *dir, struct install_result *out, 
 	if (!S_ISDIR(st.st_mode))
 		return np_error_set(err, NP_EUSAGE, ENOTDIR, "install: directory %s", dir);
 
-	struct copy copies[INSTALL_MAX_FILES] = { { .name = "nicpick" }, { .name = INSTALL_SMOKE_NAME } };
+	struct copy copies[INSTALL_MAX_FILES] = { { .name = "nicpick" }, { .name = INSTALL_SMOKE_NAME },
+						  { .name = INSTALL_PLUGIN_NAME, .link = true } };
 	if (!realpath(self, copies[0].src))
 		return np_error_set(err, NP_EINTERNAL, errno, "install: cannot find this program (%s)", self);
 	/* The companion is looked up beside the real file, not beside a link. */
@@ -87,10 +112,14 @@ int install_self(const char *self, const char *dir, struct install_result *out, 
 			      copies[0].src, INSTALL_SMOKE_NAME) < (int)sizeof(copies[1].src) &&
 	    stat(copies[1].src, &st) == 0 && S_ISREG(st.st_mode))
 		n = 2;
+	/* kubectl's plugin name, the same program (main.c answers to both) */
+	copies[n] = copies[2];
+	snprintf(copies[n].src, sizeof(copies[n].src), "nicpick");
+	n++;
 
 	int i;
 	for (i = 0; i < n; i++)
-		if (write_temp(dir, &copies[i], err) < 0)
+		if ((copies[i].link ? link_temp(dir, &copies[i], err) : write_temp(dir, &copies[i], err)) < 0)
 			goto fail;
 	for (i = 0; i < n; i++) {
 		char *dst = out->paths[i];

@@ -53,6 +53,7 @@ static int server_name_setup(struct k8s_client *c, np_error *err)
 {
 	CURLU *u = curl_url();
 	char *host = NULL, *port = NULL;
+	cleanup_free char *map = NULL;
 	int rc = -1;
 	if (!u) {
 		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
@@ -75,7 +76,6 @@ static int server_name_setup(struct k8s_client *c, np_error *err)
 		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
 		goto out;
 	}
-	cleanup_free char *map = NULL;
 	if (asprintf(&map, "%s:%s:%s:%s", c->cfg.tls_server_name, port, host, port) < 0) {
 		map = NULL;
 		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
@@ -656,6 +656,16 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		} else {
 			k8s_status_error(err, method, path, x.http, x.resp.data, x.resp.len,
 					 c->cfg.token_file);
+			/* A kubeconfig's credential was sent, not a token file's:
+			 * say which one the server refused. */
+			const char *sent = c->cfg.exec		  ? "the exec plugin's credential"
+					   : c->cfg.token	  ? "the kubeconfig's token"
+					   : c->cfg.client_cert_pem || c->cfg.client_cert_file
+						   ? "the client certificate"
+						   : NULL;
+			if (x.http == 401 && !c->cfg.token_file && sent)
+				np_error_set(err, NP_EK8S, 0,
+					     "unauthorized: the API server rejected %s (HTTP 401)", sent);
 			goto fail;
 		}
 		if (c->deadline_ms == 0 && attempt + 1 >= K8S_MAX_ATTEMPTS_NO_DEADLINE) {

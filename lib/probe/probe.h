@@ -1,7 +1,14 @@
 /* Reachability checks between the job's pods on the agreed network, before
  * anything is written: a TCP exchange in which the listener reports the
  * source address it saw (this catches NAT and wrong routes), and a netlink
- * route lookup that the path to a peer leaves through the chosen device. */
+ * route lookup that the path to a peer leaves through the chosen device.
+ *
+ * Under hostNetwork the probe port is open to every host on the node's
+ * networks, so the listener trusts nobody: a probe counts only when it
+ * carries the round's token (the gatherer puts it in every assignment) and
+ * comes from the expected peer's address; anything else is dropped without
+ * counting as a failure.  Every connection, accepted or opened, ends by the
+ * deadline it was given, and stopping never waits on a peer. */
 #ifndef NP_PROBE_H
 #define NP_PROBE_H
 
@@ -13,16 +20,68 @@
 
 #define PROBE_DEFAULT_PORT 29417
 #define PROBE_ADDR_MAX 64
+/* The round's token: 32 lowercase hex digits (128 random bits). */
+#define PROBE_TOKEN_LEN 32
+#define PROBE_TOKEN_MAX (PROBE_TOKEN_LEN + 1)
+/* A connection must send its hello line within this bound. */
+#define PROBE_HELLO_MS 2000
+/* A payload (--probe-throughput) slower than this is cut off: after a
+ * grace of PROBE_RATE_GRACE_MS, the bytes received must keep up with it. */
+#define PROBE_MIN_RATE_BPS 1000000L /* 1 MB/s, 8 Mbit/s */
+#define PROBE_RATE_GRACE_MS 1000
+/* Connections in their handshake at once: a pool for the expected peer's
+ * address, which no other host can fill, and one for everyone else. */
+#define PROBE_PEER_SLOTS 8
+#define PROBE_OTHER_SLOTS 24
+
+/* A fresh token from the kernel's random pool. */
+int probe_token_new(char token[PROBE_TOKEN_MAX], np_error *err);
+/* 32 lowercase hex digits. */
+bool probe_token_ok(const char *token);
+
+struct probe_server_opts {
+	const char *addr;      /* listen here */
+	int port;	       /* 0 picks one; probe_server_port tells which */
+	const char *token;     /* the round's token; a probe without it is dropped */
+	const char *peer_addr; /* the expected prober; NULL or "": any address */
+	long max_payload;      /* bytes a probe may send (the round's
+				* --probe-throughput); 0: none */
+	int64_t deadline_ms;   /* CLOCK_MONOTONIC; no connection outlives it */
+};
+
+/* What the listener made of one hello line, given the source address of the
+ * connection.  Pure: the whole authentication check. */
+enum probe_hello {
+	PROBE_HELLO_OK,	     /* the round's token, from the expected peer */
+	PROBE_HELLO_FOREIGN, /* the round's token from another address (NAT, or
+			      * someone who read the token): answered with the
+			      * address seen, never counted as the peer's probe */
+	PROBE_HELLO_BAD,     /* not a probe of this round: dropped */
+};
+
+struct probe_hello_info {
+	char claimed[PROBE_ADDR_MAX]; /* the address the prober published */
+	long payload;		      /* bytes that follow (OK only) */
+};
+
+enum probe_hello probe_hello_check(const char *line, const char *seen,
+				   const struct probe_server_opts *o, struct probe_hello_info *info);
 
 struct probe_server;
 
-/* Listen on addr:port (port 0 picks one; probe_server_port tells which)
- * and answer probes in a thread until probe_server_stop. */
-int probe_server_start(const char *addr, int port, struct probe_server **out, np_error *err);
+/* Listen on o->addr:o->port and answer probes in a thread until
+ * probe_server_stop.  The options' strings are copied. */
+int probe_server_start(const struct probe_server_opts *o, struct probe_server **out, np_error *err);
 int probe_server_port(const struct probe_server *s);
-/* How many probes this server has answered, and how many whose claimed
- * address differed from the one seen. */
-void probe_server_counts(struct probe_server *s, int *answered, int *mismatched);
+
+struct probe_server_counts {
+	int answered;	/* probes of the expected peer, answered */
+	int mismatched; /* ... of which the claimed address differed from the seen one */
+	int foreign;	/* the round's token from another address (answered, not counted) */
+	int dropped;	/* everything else: bad hello, wrong token, too slow, too much */
+};
+void probe_server_counts(struct probe_server *s, struct probe_server_counts *c);
+/* Close every connection and the listener at once: never waits on a peer. */
 void probe_server_stop(struct probe_server *s);
 
 struct probe_result {
@@ -35,15 +94,21 @@ struct probe_result {
 };
 
 /* Probe a peer: connect to peer_addr:port (retrying until deadline_ms on
- * CLOCK_MONOTONIC), tell it which address we published, read back what it
- * saw.  throughput_bytes > 0 also streams that many bytes and measures the
- * rate.  Returns 0 when the exchange ran (see res for the verdict), -1 on an
- * internal error. */
-int probe_peer(const char *self_addr, const char *peer_addr, int port, int64_t deadline_ms,
-	       long throughput_bytes, struct probe_result *res, np_error *err);
+ * CLOCK_MONOTONIC), present the round's token and the address we published,
+ * read back what it saw.  throughput_bytes > 0 also streams that many bytes
+ * and measures the rate.  Returns 0 when the exchange ran (see res for the
+ * verdict), -1 on an internal error. */
+int probe_peer(const char *self_addr, const char *peer_addr, int port, const char *token,
+	       int64_t deadline_ms, long throughput_bytes, struct probe_result *res, np_error *err);
 
 /* The interface the kernel routes peer_addr through (RTM_GETROUTE). */
 int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err);
+
+/* The interface the kernel routes the on-link subnet pfx through: the
+ * device of the route to an address of pfx that is not one of this node's
+ * own.  0 with ifname set; 1 when it cannot tell (a /32, or every address
+ * tried is local); -1 on a netlink error. */
+int probe_route_subnet_dev(const struct np_prefix *pfx, char *ifname, size_t len, np_error *err);
 
 /* A gateway of the main routing table and the device it is reached through. */
 struct probe_gateway {

@@ -28,22 +28,12 @@ static int on_route(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
-int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err)
+/* The output device of the route to one address; 0 with *oif set. */
+static int route_oif(int family, const unsigned char *bytes, int *oif, const char **why)
 {
-	unsigned char bytes[16];
-	struct rtmsg rtm = { 0 };
-	size_t alen;
-	if (inet_pton(AF_INET, peer_addr, bytes) == 1) {
-		rtm.rtm_family = AF_INET;
-		alen = 4;
-	} else if (inet_pton(AF_INET6, peer_addr, bytes) == 1) {
-		rtm.rtm_family = AF_INET6;
-		alen = 16;
-	} else {
-		return np_error_set(err, NP_EINTERNAL, 0, "route lookup: invalid address '%s'", peer_addr);
-	}
+	struct rtmsg rtm = { .rtm_family = (unsigned char)family };
+	size_t alen = family == AF_INET ? 4 : 16;
 	rtm.rtm_dst_len = (unsigned char)(alen * 8);
-
 	struct route_answer ans = { 0 };
 	struct nl_sock *sk = nl_socket_alloc();
 	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST);
@@ -56,15 +46,77 @@ int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *e
 		r = nl_recvmsgs_default(sk);
 	nlmsg_free(msg);
 	nl_socket_free(sk);
-	if (r < 0)
-		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: %s", peer_addr,
-				    nl_geterror(r));
+	if (r < 0) {
+		*why = nl_geterror(r);
+		return -1;
+	}
+	*oif = ans.oif;
+	return 0;
+}
+
+int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err)
+{
+	unsigned char bytes[16];
+	int family, oif = 0;
+	const char *why = "";
+	if (inet_pton(AF_INET, peer_addr, bytes) == 1)
+		family = AF_INET;
+	else if (inet_pton(AF_INET6, peer_addr, bytes) == 1)
+		family = AF_INET6;
+	else
+		return np_error_set(err, NP_EINTERNAL, 0, "route lookup: invalid address '%s'", peer_addr);
+	if (route_oif(family, bytes, &oif, &why) < 0)
+		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: %s", peer_addr, why);
 	char name[IF_NAMESIZE];
-	if (ans.oif <= 0 || !if_indextoname((unsigned)ans.oif, name))
+	if (oif <= 0 || !if_indextoname((unsigned)oif, name))
 		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: no output device",
 				    peer_addr);
 	snprintf(ifname, len, "%s", name);
 	return 0;
+}
+
+/* Add v (0..255) to the address's last byte with carry (v may be negative). */
+static void addr_add(unsigned char *b, size_t alen, int v)
+{
+	int carry = v;
+	for (size_t i = alen; i-- > 0 && carry;) {
+		int x = b[i] + carry;
+		carry = x < 0 ? -1 : x > 255 ? 1 : 0;
+		b[i] = (unsigned char)(x & 0xff);
+	}
+}
+
+int probe_route_subnet_dev(const struct np_prefix *pfx, char *ifname, size_t len, np_error *err)
+{
+	size_t alen = pfx->family == AF_INET ? 4 : pfx->family == AF_INET6 ? 16 : 0;
+	if (!alen || pfx->len < 0 || pfx->len > (int)alen * 8)
+		return np_error_set(err, NP_EINTERNAL, 0, "route lookup: invalid network");
+	int host_bits = (int)alen * 8 - pfx->len;
+	if (host_bits < 1)
+		return 1;
+	/* The last address of the network, and the ones below it: not a
+	 * broadcast address for a subnet of 4 or more. */
+	unsigned char last[16];
+	memcpy(last, pfx->bytes, 16);
+	for (int bit = 0; bit < host_bits; bit++)
+		last[alen - 1 - (size_t)bit / 8] |= (unsigned char)(1u << (bit % 8));
+	int tries = host_bits >= 2 ? 4 : 2;
+	for (int t = 0; t < tries; t++) {
+		unsigned char a[16];
+		memcpy(a, last, 16);
+		addr_add(a, alen, host_bits >= 2 ? -1 - t : -t);
+		int oif = 0;
+		const char *why = "";
+		char name[IF_NAMESIZE];
+		if (route_oif(pfx->family, a, &oif, &why) < 0 || oif <= 0 ||
+		    !if_indextoname((unsigned)oif, name))
+			continue;
+		if (strcmp(name, "lo") == 0)
+			continue; /* one of this node's own addresses */
+		snprintf(ifname, len, "%s", name);
+		return 0;
+	}
+	return 1;
 }
 
 struct gw_dump {

@@ -1,6 +1,7 @@
 /* decision.json: the one writer, from the structs of the whole flow, and
  * the one strict reader beside it. */
 #include "select/decision.h"
+#include "select/select.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -156,6 +157,19 @@ static json_t *agreement_json(const struct exchange_result *x)
 			      (json_int_t)x->stats.requests, "retries", (json_int_t)x->stats.retries,
 			      "bytes_sent", (json_int_t)x->stats.bytes_sent, "bytes_received",
 			      (json_int_t)x->stats.bytes_received);
+	/* Every rail, the first being the one above. */
+	json_t *rails = json_array();
+	for (size_t i = 0; rails && i < x->n_rails && i < EXCHANGE_RAILS_MAX; i++) {
+		const struct exchange_rail *r = &x->rails[i];
+		json_array_append_new(rails, json_pack("{s:s, s:s, s:s, s:s, s:s}", "network", r->network,
+						       "interface", r->ifname, "address", r->addr,
+						       "probed_pod", r->next_pod, "probed_address",
+						       r->next_addr));
+	}
+	if (a)
+		json_object_set_new(a, "rails", rails);
+	else
+		json_decref(rails);
 	/* Job-wide: pods whose NCCL, CUDA or GPU differ ("" none). */
 	if (a)
 		json_object_set_new(a, "versions_warning", json_string(x->versions));
@@ -178,35 +192,55 @@ static json_t *sizes_json(const struct smoke_result *r)
 	return a;
 }
 
+/* Text from NCCL's log, and verdicts that quote it: names keep their bytes
+ * for the check (Linux allows any byte above 0x7f), but JSON holds only
+ * UTF-8, so text that is not is written with '?' for each byte outside
+ * printable ASCII. */
+static json_t *log_text(const char *s)
+{
+	json_t *j = json_string(s);
+	if (j)
+		return j;
+	char buf[NP_ERR_MSG_MAX];
+	np_text_clean(buf, sizeof(buf), s, NP_TEXT_ASCII);
+	return json_string(buf);
+}
+
+static json_t *log_if_json(const struct smoke_log_if *i)
+{
+	return json_pack("{s:o, s:o}", "interface", log_text(i->name), "address", log_text(i->addr));
+}
+
 static json_t *log_json(const struct smoke_log *l)
 {
 	json_t *sock = json_array(), *ib = json_array(), *warn = json_array();
 	for (size_t i = 0; sock && i < l->n_socket; i++)
-		json_array_append_new(sock, json_pack("{s:s, s:s}", "interface", l->socket[i].name,
-						      "address", l->socket[i].addr));
+		json_array_append_new(sock, log_if_json(&l->socket[i]));
 	for (size_t i = 0; ib && i < l->n_ib; i++)
-		json_array_append_new(ib, json_string(l->ib[i].name));
+		json_array_append_new(ib, log_text(l->ib[i].name));
 	for (size_t i = 0; warn && i < l->n_warn; i++)
-		json_array_append_new(warn, json_string(l->warn[i]));
-	json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:s, s:I, s:o}", "nccl_version", l->version,
-			      "network", l->network, "net_socket", sock, "net_ib", ib,
-			      "channels_via", l->channel_net, "channels", (json_int_t)l->n_channels,
+		json_array_append_new(warn, log_text(l->warn[i]));
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o}", "nccl_version",
+			      log_text(l->version), "network", log_text(l->network), "net_socket", sock,
+			      "net_ib", ib, "channels_via", log_text(l->channel_net), "channels",
+			      (json_int_t)l->n_channels, "channels_local", (json_int_t)l->n_local,
 			      "warnings", warn);
 	if (o && l->has_bootstrap)
-		json_object_set_new(o, "bootstrap", json_pack("{s:s, s:s}", "interface",
-							      l->bootstrap.name, "address",
-							      l->bootstrap.addr));
+		json_object_set_new(o, "bootstrap", log_if_json(&l->bootstrap));
+	if (o && l->has_boot_dev)
+		json_object_set_new(o, "bootstrap_net_device", log_text(l->boot_dev.name));
 	if (o && l->has_oob)
-		json_object_set_new(o, "ib_oob", json_pack("{s:s, s:s}", "interface", l->oob.name,
-							   "address", l->oob.addr));
+		json_object_set_new(o, "ib_oob", log_if_json(&l->oob));
+	if (o && l->ib_absent[0])
+		json_object_set_new(o, "ib_absent", log_text(l->ib_absent));
 	return o;
 }
 
 json_t *select_decision_smoke_json(const struct smoke_report *s)
 {
-	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "status", smoke_status_name(s->status),
-			      "reason", s->reason, "rank", s->rank, "world", s->world, "comm_id",
-			      s->comm_id);
+	json_t *o = json_pack("{s:s, s:o, s:i, s:i, s:s}", "status", smoke_status_name(s->status),
+			      "reason", log_text(s->reason), "rank", s->rank, "world", s->world,
+			      "comm_id", s->comm_id);
 	if (!o || !s->ran)
 		return o;
 	const struct smoke_result *r = &s->result;
@@ -240,12 +274,18 @@ json_t *select_decision_smoke_json(const struct smoke_report *s)
 							     s->suspect_text));
 	if (s->debug_dir[0])
 		json_object_set_new(o, "nccl_debug_dir", json_string(s->debug_dir));
+	if (s->not_proven[0])
+		json_object_set_new(o, "not_proven", log_text(s->not_proven));
 	return o;
 }
 
-static json_t *warnings_json(const struct jobs_env_warnings *w)
+/* The settings that would override the outputs, and (agreed) the networks
+ * the job left because they failed their probe ("kind": "probe"). */
+static json_t *warnings_json(const struct jobs_env_warnings *w, const struct exchange_result *x)
 {
 	json_t *arr = json_array();
+	if (arr && x && x->probe_warning[0])
+		json_array_append_new(arr, json_pack("{s:s, s:s}", "kind", "probe", "text", x->probe_warning));
 	for (size_t i = 0; arr && i < w->n; i++) {
 		char text[1024];
 		jobs_env_warning_text(&w->v[i], text, sizeof(text));
@@ -275,8 +315,11 @@ json_t *select_decision_json(const struct select_decision *d)
 	char host[256] = "";
 	gethostname(host, sizeof(host) - 1);
 
-	json_t *choice = json_pack("{s:s, s:[s], s:s?, s:s, s:s, s:I, s:I}", "interface", n->name,
-				   "interfaces", n->name, "address",
+	json_t *ifaces = json_array();
+	for (size_t i = 0; ifaces && i < c->n_ifaces && i < sizeof(c->ifaces) / sizeof(c->ifaces[0]); i++)
+		json_array_append_new(ifaces, json_string(c->ifaces[i]));
+	json_t *choice = json_pack("{s:s, s:o, s:s?, s:s, s:s, s:I, s:I}", "interface", n->name,
+				   "interfaces", ifaces, "address",
 				   v->addr >= 0 ? n->addrs[v->addr].text : NULL, "family",
 				   c->family == AF_INET6 ? "inet6" : "inet", "class",
 				   nic_class_name(n->cls), "effective_speed_mbps",
@@ -292,9 +335,16 @@ json_t *select_decision_json(const struct select_decision *d)
 				 select_decision_policy_json(d->policy), "choice", choice, "env", env_to_json(d->env),
 				 "candidates", select_decision_candidates(d->nics, d->ranking), "smoke",
 				 select_decision_smoke_json(d->smoke));
-	if (root && json_object_set_new(root, "warnings", warnings_json(d->env_warnings)) < 0) {
+	if (root && json_object_set_new(root, "warnings", warnings_json(d->env_warnings, d->agreement)) < 0) {
 		json_decref(root);
 		return NULL;
+	}
+	json_t *tune = d->tune ? select_tune_json(d->tune) : NULL;
+	if (root && tune && json_object_set_new(root, "tune", tune) < 0) {
+		json_decref(root);
+		return NULL;
+	} else if (!root) {
+		json_decref(tune);
 	}
 	if (root && d->agreement) {
 		json_t *a = agreement_json(d->agreement);
@@ -390,6 +440,21 @@ int select_decision_load(const char *dir, struct select_decision_read *out, np_e
 	    text(choice, "ib_hca", out->ib_hca, sizeof(out->ib_hca), false, path, err) < 0 ||
 	    text(smoke, "comm_id", out->comm_id, sizeof(out->comm_id), true, path, err) < 0)
 		goto out;
+	const json_t *ifs = json_object_get(choice, "interfaces");
+	if (ifs && (!json_is_array(ifs) || json_array_size(ifs) < 1 || json_array_size(ifs) > 8)) {
+		bad(err, path, "\"interfaces\" is not an array of 1 to 8 names");
+		goto out;
+	}
+	for (size_t i = 0; ifs && json_array_size(ifs) > 1 && i < json_array_size(ifs); i++) {
+		const char *s = json_string_value(json_array_get(ifs, i));
+		if (!s || !s[0] || strlen(s) >= IFNAMSIZ || strpbrk(s, ",:") ||
+		    (i == 0 && strcmp(s, out->ifname) != 0)) {
+			bad(err, path, "\"interfaces\" holds a bad name, or its first is not \"interface\"");
+			goto out;
+		}
+		snprintf(out->rails + strlen(out->rails), sizeof(out->rails) - strlen(out->rails), "%s%s",
+			 i ? "," : "", s);
+	}
 	if (integer(smoke, "world", 1, 1 << 20, &v, path, err) < 0)
 		goto out;
 	out->world = (int)v;

@@ -18,6 +18,8 @@
 #include "smoke/smoke.h"
 #include "util/err.h"
 
+struct select_tune; /* select.h */
+
 struct select_decision {
 	bool peers_k8s;
 	const char *source; /* "node", "snapshot" or "replay" */
@@ -28,6 +30,7 @@ struct select_decision {
 	const struct outputs_choice *choice;
 	const struct outputs_env *env;
 	const struct smoke_report *smoke;
+	const struct select_tune *tune; /* NULL or not run: no "tune" */
 	const struct jobs_env_warnings *env_warnings; /* settings that would override the outputs */
 	const struct exchange_result *agreement; /* NULL: decided alone */
 };
@@ -62,6 +65,9 @@ struct select_decision_read {
 	char key[SELECT_DECISION_VARS_MAX][64];
 	char value[SELECT_DECISION_VARS_MAX][1024];
 	char ifname[IFNAMSIZ];
+	/* "choice"."interfaces" with rails: "eth1,eth2" (the first is
+	 * ifname); "" with one interface or none listed. */
+	char rails[8 * IFNAMSIZ];
 	char ib_hca[512]; /* without NCCL_IB_HCA's leading '=' */
 	int rank, world;
 	char comm_id[80];

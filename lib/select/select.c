@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "exchange/message.h"
 #include "select/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
@@ -37,8 +38,8 @@ static int cmp_str(const void *a, const void *b)
  * DGX-class node the IB HCAs carry the job, whichever interface carries the
  * sockets).  Without IB, the RoCE ports of the chosen interface itself, with
  * the RoCE v2 GID of its IPv4 address. */
-static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char *hca,
-			size_t hca_len, int *gid_index)
+static void choose_rdma(const struct nic_list *l, const struct nic *const *rails, size_t n_rails,
+			char *hca, size_t hca_len, int *gid_index, size_t *rails_without)
 {
 	const char *ports[64];
 	char buf[64][NIC_HCA_MAX + 8];
@@ -46,6 +47,7 @@ static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char
 
 	hca[0] = '\0';
 	*gid_index = -1;
+	*rails_without = 0;
 	for (size_t j = 0; j < l->n; j++) {
 		for (size_t i = 0; i < l->v[j].n_rdma && n < 64; i++) {
 			const struct nic_rdma_port *p = &l->v[j].rdma[i];
@@ -56,17 +58,29 @@ static void choose_rdma(const struct nic_list *l, const struct nic *chosen, char
 			n++;
 		}
 	}
-	for (size_t i = 0; n == 0 && i < chosen->n_rdma; i++) {
-		const struct nic_rdma_port *p = &chosen->rdma[i];
-		if (!p->active || strcmp(p->link_layer, "Ethernet") != 0)
-			continue;
-		snprintf(buf[0], sizeof(buf[0]), "%s:%d", p->hca, p->port);
-		ports[0] = buf[0];
-		n = 1;
-		*gid_index = p->gid_index_v4_rocev2;
+	/* RoCE: a port of each rail's interface.  NCCL_IB_GID_INDEX is one
+	 * for all of them: the first rail's. */
+	bool ib = n > 0;
+	for (size_t r = 0; !ib && r < n_rails; r++) {
+		bool found = false;
+		for (size_t i = 0; !found && i < rails[r]->n_rdma && n < 64; i++) {
+			const struct nic_rdma_port *p = &rails[r]->rdma[i];
+			if (!p->active || strcmp(p->link_layer, "Ethernet") != 0)
+				continue;
+			snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
+			ports[n] = buf[n];
+			n++;
+			found = true;
+			if (r == 0)
+				*gid_index = p->gid_index_v4_rocev2;
+		}
+		if (!found)
+			++*rails_without;
 	}
-	if (n == 0)
+	if (n == 0) {
+		*rails_without = 0;
 		return;
+	}
 	qsort(ports, n, sizeof(ports[0]), cmp_str);
 	size_t off = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -118,6 +132,10 @@ struct run {
 	 * smoke all-reduce (alone: rank 0 of 1, rooted at its own address). */
 	struct select_smoke_plan plan;
 	char comm_id[80];
+	/* This pod's interface on each rail, the first is r->chosen's. */
+	size_t n_rails;
+	const struct nic *rails[EXCHANGE_RAILS_MAX];
+	char rail_list[EXCHANGE_RAILS_MAX * IFNAMSIZ]; /* "eth1,eth2" */
 	/* The outputs */
 	char hca[512];
 	struct outputs_choice choice;
@@ -190,12 +208,40 @@ static int agree(struct run *x, np_error *err)
 		return np_error_set(err, NP_EK8S, 0, "the agreed interface %s is not on this node",
 				    r->ex.ifname);
 	r->chosen = (int)(n - r->nics.v);
+	/* Every rail's interface, the first rail's being r->chosen. */
+	for (size_t i = 0; i < r->ex.n_rails && i < EXCHANGE_RAILS_MAX; i++) {
+		const struct nic *ri = nic_list_find_name(&r->nics, r->ex.rails[i].ifname);
+		if (!ri)
+			return np_error_set(err, NP_EK8S, 0, "the agreed interface %s is not on this node",
+					    r->ex.rails[i].ifname);
+		if (!r->ranking.v[ri - r->nics.v].usable)
+			return np_error_set(err, NP_EK8S, 0, "the agreed interface %s is not usable here",
+					    r->ex.rails[i].ifname);
+		x->rails[x->n_rails++] = ri;
+	}
+	if (!x->n_rails)
+		x->rails[x->n_rails++] = n;
 	if (!r->ranking.v[r->chosen].usable)
 		return np_error_set(err, NP_EK8S, 0, "the agreed interface %s is not usable here",
 				    r->ex.ifname);
+	if (x->n_rails > 1) {
+		char line[256] = "";
+		for (size_t i = 0; i < x->n_rails; i++)
+			snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%s on %s",
+				 i ? ", " : "", r->ex.rails[i].ifname, r->ex.rails[i].network);
+		char msg[300];
+		snprintf(msg, sizeof(msg), "%zu rails: %s", x->n_rails, line);
+		say(x, EXCHANGE_INFO, msg);
+	}
 	if (r->ex.versions[0]) {
 		char line[AGREE_VERSIONS_TEXT_MAX + 64];
 		snprintf(line, sizeof(line), "the job's pods differ: %s", r->ex.versions);
+		say(x, EXCHANGE_WARN, line);
+	}
+	/* The job left a network that failed its probe: every pod says so. */
+	if (r->ex.probe_warning[0]) {
+		char line[sizeof(r->ex.probe_warning) + 64];
+		snprintf(line, sizeof(line), "%s; the job uses %s", r->ex.probe_warning, r->ex.network);
 		say(x, EXCHANGE_WARN, line);
 	}
 	select_comm_id(r->ex.root_addr, o->smoke.port, x->comm_id, sizeof(x->comm_id));
@@ -218,6 +264,8 @@ static int decide_alone(struct run *x)
 	struct select_result *r = x->r;
 	r->chosen = (int)r->ranking.order[0];
 	const struct nic *n = &r->nics.v[r->chosen];
+	x->rails[0] = n;
+	x->n_rails = 1;
 	const struct policy_verdict *v = &r->ranking.v[r->chosen];
 	select_comm_id(v->addr >= 0 ? n->addrs[v->addr].text : "127.0.0.1", x->o->smoke.port,
 		       x->comm_id, sizeof(x->comm_id));
@@ -231,13 +279,27 @@ static int decide_alone(struct run *x)
 static int choose_outputs(struct run *x, np_error *err)
 {
 	const struct select_opts *o = x->o;
-	const struct nic *n = &x->r->nics.v[x->r->chosen];
 	struct outputs_choice *c = &x->choice;
-	*c = (struct outputs_choice){ .n_ifaces = 1, .family = x->r->ranking.v[x->r->chosen].family,
-				      .gid_index = -1 };
-	c->ifaces[0] = n->name;
-	choose_rdma(&x->r->nics, n, x->hca, sizeof(x->hca), &c->gid_index);
+	*c = (struct outputs_choice){ .n_ifaces = x->n_rails,
+				      .family = x->r->ranking.v[x->r->chosen].family, .gid_index = -1 };
+	x->rail_list[0] = '\0';
+	for (size_t i = 0; i < x->n_rails; i++) {
+		c->ifaces[i] = x->rails[i]->name;
+		snprintf(x->rail_list + strlen(x->rail_list), sizeof(x->rail_list) - strlen(x->rail_list),
+			 "%s%s", i ? "," : "", x->rails[i]->name);
+	}
+	size_t without = 0;
+	choose_rdma(&x->r->nics, x->rails, x->n_rails, x->hca, sizeof(x->hca), &c->gid_index, &without);
 	c->ib_hca = x->hca[0] ? x->hca : NULL;
+	/* RDMA and rails: NCCL_IB_HCA must cover every rail, or NCCL's IB
+	 * transport runs on fewer NICs than the sockets were given. */
+	if (without) {
+		char line[sizeof(x->hca) + 160];
+		snprintf(line, sizeof(line), "NCCL_IB_HCA %s covers %zu of the %zu rails (%s): NCCL's IB "
+			 "transport will not use the others", x->hca, x->n_rails - without, x->n_rails,
+			 x->rail_list);
+		say(x, EXCHANGE_WARN, line);
+	}
 	if (c->family != AF_INET) /* the RoCE v2 GID found carries the IPv4 address */
 		c->gid_index = -1;
 	struct outputs_env *env = &x->env;
@@ -262,7 +324,8 @@ static int smoke(struct run *x, np_error *err)
 {
 	struct select_result *r = x->r;
 	x->plan.comm_id = x->comm_id;
-	x->plan.ifname = r->nics.v[r->chosen].name;
+	/* With rails the expected interface is the list: NCCL must use each. */
+	x->plan.ifname = x->n_rails > 1 ? x->rail_list : r->nics.v[r->chosen].name;
 	x->plan.ib_hca = x->choice.ib_hca;
 	x->plan.here = x->here;
 	int ret = select_smoke(&x->o->smoke, &x->o->ctx, x->o->out_dir, &x->plan, &x->env, &r->smoke,
@@ -273,6 +336,22 @@ static int smoke(struct run *x, np_error *err)
 		say(x, r->smoke.status == SMOKE_PASSED ? EXCHANGE_INFO : EXCHANGE_WARN, line);
 	}
 	return ret;
+}
+
+/* --tune: the sweep of NCCL's socket settings, every pod at once; the
+ * best goes into the outputs only when it beats NCCL's defaults. */
+static int tune(struct run *x, np_error *err)
+{
+	struct select_result *r = x->r;
+	if (select_tune_run(&x->o->tune, &x->o->smoke, &x->o->ctx, x->o->out_dir, &x->plan, &x->env,
+			    &r->smoke, &r->tune, err) < 0)
+		return -1;
+	if (r->tune.status != SELECT_TUNE_NOT_RUN) {
+		char line[1024];
+		select_tune_text(&r->tune, line, sizeof(line));
+		say(x, r->tune.status == SELECT_TUNE_SKIPPED ? EXCHANGE_WARN : EXCHANGE_INFO, line);
+	}
+	return 0;
 }
 
 /* Settings in the pod's containers that would override these outputs. */
@@ -305,6 +384,7 @@ static int write_outputs(struct run *x, np_error *err)
 		.choice = &x->choice,
 		.env = &x->env,
 		.smoke = &r->smoke,
+		.tune = &r->tune,
 		.env_warnings = &r->env_warnings,
 		.agreement = r->agreed ? &r->ex : NULL,
 	};
@@ -319,13 +399,47 @@ static int write_outputs(struct run *x, np_error *err)
 /* The result annotation and the Event on this pod: NetworkSelected, or
  * NetworkSelectionFailed with the reason.  Failing to post it is only a
  * warning: the outputs (or the exit code) say the rest. */
-static void publish(struct run *x, bool ok, const char *msg)
+static void publish(struct run *x, bool ok, int status, const char *msg)
 {
 	if (!x->have_k8s)
 		return;
+	const struct select_result *r = x->r;
+	const struct smoke_report *s = &r->smoke;
+	struct exchange_outcome oc = {
+		.ok = ok,
+		.status = ok ? 0 : status,
+		.epoch = r->ex.epoch,
+		.smoke = s->status == SMOKE_PASSED   ? EXCHANGE_SMOKE_PASSED
+			 : s->status == SMOKE_FAILED ? EXCHANGE_SMOKE_FAILED
+						     : EXCHANGE_SMOKE_SKIPPED,
+		.min_busbw = s->min_busbw > 0 ? s->min_busbw : 0,
+		.nccl = s->ran ? s->result.nccl_version : 0,
+		.warnings = (int)r->env_warnings.n,
+		.suspect_rank = -1,
+	};
+	if (!ok)
+		snprintf(oc.reason, sizeof(oc.reason), "%s", msg);
+	if (s->ran && s->result.n_sizes) {
+		oc.has_busbw = true;
+		oc.busbw = s->result.sizes[s->result.n_sizes - 1].busbw_gbps;
+	}
+	if (s->ran && s->suspect >= 0 && s->suspect_text[0]) {
+		const char *t = s->suspect_text;
+		if (strncmp(t, "suspect: ", 9) == 0) /* the field says it */
+			t += 9;
+		snprintf(oc.suspect, sizeof(oc.suspect), "%s", t);
+		oc.suspect_rank = s->suspect;
+	}
+	if (r->env_warnings.n)
+		jobs_env_warning_text(&r->env_warnings.v[0], oc.warning, sizeof(oc.warning));
 	np_error perr = { 0 };
+	char *outcome = NULL;
+	if (exchange_outcome_to_json(&oc, &outcome, &perr) < 0)
+		say(x, EXCHANGE_WARN, perr.msg);
+	perr = (np_error){ 0 };
 	struct exchange_opts xo = exchange_opts(x);
-	exchange_publish_result(&xo, &x->r->ex, ok, msg, &perr);
+	exchange_publish_result(&xo, &x->r->ex, ok, msg, outcome, &perr);
+	free(outcome);
 	if (perr.msg[0])
 		say(x, EXCHANGE_WARN, perr.msg);
 }
@@ -336,9 +450,17 @@ static void selected_text(const struct run *x, char *msg, size_t len)
 	const struct select_result *r = x->r;
 	char sm[NP_ERR_MSG_MAX];
 	smoke_report_summary(&r->smoke, sm, sizeof(sm));
-	snprintf(msg, len, "NCCL uses %s (%s) on %s, agreed by %zu pods%s; %s",
-		 r->nics.v[r->chosen].name, r->ex.addr, r->ex.network, r->ex.n_pods,
+	char rails[EXCHANGE_RAILS_MAX * (IFNAMSIZ + AGREE_NET_TEXT_MAX + 8)] = "";
+	for (size_t i = 1; i < r->ex.n_rails && i < EXCHANGE_RAILS_MAX; i++)
+		snprintf(rails + strlen(rails), sizeof(rails) - strlen(rails), " and %s (%s) on %s",
+			 r->ex.rails[i].ifname, r->ex.rails[i].addr, r->ex.rails[i].network);
+	snprintf(msg, len, "NCCL uses %s (%s) on %s%s, agreed by %zu pods%s; %s",
+		 r->nics.v[r->chosen].name, r->ex.addr, r->ex.network, rails, r->ex.n_pods,
 		 r->ex.next_pod[0] ? " and probed around the ring" : "", sm);
+	if (r->ex.probe_warning[0]) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, len - n, "; warning: %s", r->ex.probe_warning);
+	}
 	if (r->ex.versions[0]) {
 		size_t n = strlen(msg);
 		snprintf(msg + n, len - n, "; warning: the job's pods differ: %s", r->ex.versions);
@@ -363,7 +485,8 @@ static int run(struct run *x, np_error *err)
 				    x->r->nics.n);
 	if ((x->o->peers_k8s ? agree(x, err) : decide_alone(x)) < 0)
 		return -1;
-	if (choose_outputs(x, err) < 0 || smoke(x, err) < 0 || check_pod_env(x, err) < 0)
+	if (choose_outputs(x, err) < 0 || smoke(x, err) < 0 || tune(x, err) < 0 ||
+	    check_pod_env(x, err) < 0)
 		return -1;
 	return write_outputs(x, err);
 }
@@ -373,12 +496,12 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	struct run x = { .o = o, .r = r };
 	int ret = run(&x, err);
 	if (ret == 0 && r->agreed) {
-		char msg[1536 + AGREE_VERSIONS_TEXT_MAX];
+		char msg[1536 + AGREE_VERSIONS_TEXT_MAX + sizeof(r->ex.probe_warning)];
 		selected_text(&x, msg, sizeof(msg));
-		publish(&x, true, msg);
+		publish(&x, true, 0, msg);
 	} else if (ret < 0 && o->peers_k8s && r->ex.pod) {
 		/* Every failure once this pod is known, on every pod, says why on it. */
-		publish(&x, false, err->msg);
+		publish(&x, false, err->status, err->msg);
 	}
 	k8s_config_free(&x.k8s);
 	return ret;

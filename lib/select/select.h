@@ -50,6 +50,88 @@ struct select_smoke_opts {
 	char *const *base_env;  /* the environment the companion inherits */
 };
 
+/* --tune: a sweep of NCCL's socket transport settings after the smoke
+ * step (lib/select/tune.c). */
+enum select_tune_mode { SELECT_TUNE_OFF, SELECT_TUNE_ON };
+
+struct select_tune_opts {
+	enum select_tune_mode mode;
+	int budget_s; /* --tune-budget: the sweep plans runs to fit (0: the default) */
+	long bytes;   /* the representative all-reduce (0: SELECT_TUNE_BYTES, or the
+		       * smoke step's size when smaller) */
+};
+#define SELECT_TUNE_DEFAULT_BUDGET_S 15
+/* What one run of the sweep is planned to take: a process, its CUDA
+ * context and NCCL's init (about a second on an H200 over sockets), 1, 8
+ * and 64 MiB checked and timed, teardown. */
+#define SELECT_TUNE_RUN_MS 2500
+/* The representative all-reduce: a DDP bucket-sized message and more;
+ * --smoke-bytes when smaller. */
+#define SELECT_TUNE_BYTES (64L << 20)
+
+/* One configuration: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, both
+ * 0 for NCCL's own defaults (neither variable set). */
+struct select_tune_conf {
+	int nthreads, nsocks;
+};
+/* NCCL's limits (src/transport/net_socket.cc, 2.28.3: MAX_THREADS 16,
+ * MAX_SOCKETS 64 for threads x sockets). */
+#define SELECT_TUNE_THREADS_MAX 16
+#define SELECT_TUNE_SOCKETS_MAX 64
+#define SELECT_TUNE_RUNS_MAX 16
+
+struct select_tune_row {
+	struct select_tune_conf c;
+	bool ok;       /* ran and gave exact sums */
+	double busbw;  /* GB/s at the representative size, the ranks' mean */
+	long ms;       /* the run, start to verdict */
+	char why[160]; /* !ok: why */
+};
+
+enum select_tune_status {
+	SELECT_TUNE_NOT_RUN,  /* --tune off: nothing written */
+	SELECT_TUNE_SKIPPED,  /* reason says why */
+	SELECT_TUNE_DEFAULTS, /* measured; NCCL's defaults stand (never worse) */
+	SELECT_TUNE_TUNED,    /* best is written to the outputs */
+};
+
+struct select_tune {
+	enum select_tune_status status;
+	char reason[512];
+	long bytes;
+	int budget_s;
+	int64_t ms; /* the whole sweep */
+	size_t n;
+	struct select_tune_row rows[SELECT_TUNE_RUNS_MAX];
+	double defaults, spread; /* GB/s: the better defaults run, |first - last| */
+	double margin;           /* what the best had to beat the defaults by */
+	int best;                /* index into rows, -1 none */
+};
+
+/* The sweep's plan: NCCL's defaults first and last (their difference is
+ * the run-to-run spread), in between the configurations most likely to
+ * help first, as many as the budget fits at SELECT_TUNE_RUN_MS a run.
+ * Every pod computes the same plan from the same options.  Returns the
+ * number of runs, 0 when fewer than 3 fit. */
+size_t select_tune_plan(int budget_s, struct select_tune_conf *out, size_t max);
+/* The verdict from the measured rows (pure): best, defaults, spread,
+ * margin, status TUNED or DEFAULTS, and the reason. */
+void select_tune_verdict(struct select_tune *t);
+struct select_smoke_plan;
+/* Run the sweep after a passed smoke step (p, env and smoke as the smoke
+ * step had them); skip it with the reason over NET/IB, alone, or when the
+ * smoke test did not run.  A run that fails ends the sweep with nothing
+ * tuned.  With TUNED, the two variables are added to env.  Returns -1
+ * only on an internal error. */
+int select_tune_run(const struct select_tune_opts *t, const struct select_smoke_opts *o,
+		    const struct select_ctx *cx, const char *out_dir, const struct select_smoke_plan *p,
+		    struct outputs_env *env, const struct smoke_report *smoke, struct select_tune *out,
+		    np_error *err);
+/* "tune" in decision.json (NULL for SELECT_TUNE_NOT_RUN). */
+json_t *select_tune_json(const struct select_tune *t);
+/* "4 x 4: 9.61 GB/s, NCCL's defaults 2.66 GB/s ..." for the log. */
+void select_tune_text(const struct select_tune *t, char *buf, size_t len);
+
 /* The whole flow's options, one struct per stage. */
 struct select_opts {
 	struct select_ctx ctx;
@@ -65,6 +147,7 @@ struct select_opts {
 	struct exchange_opts ex;
 	/* smoke */
 	struct select_smoke_opts smoke;
+	struct select_tune_opts tune;
 	/* write */
 	const char *out_dir; /* NULL: decide but write nothing */
 	bool strict_env;     /* a pod setting that overrides the outputs fails */
@@ -78,6 +161,7 @@ struct select_result {
 	bool agreed;      /* peers_k8s: the exchange ran */
 	struct exchange_result ex;
 	struct smoke_report smoke;
+	struct select_tune tune;
 	/* peers_k8s: settings in this pod that override the outputs */
 	struct jobs_env_warnings env_warnings;
 };

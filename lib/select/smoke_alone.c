@@ -58,7 +58,7 @@ int select_smoke_alone_outdir(const char *dir, struct select_smoke_alone *s, np_
 		.rank = od->rank,
 		.world = od->world,
 		.root_pod = "",
-		.ifname = od->ifname,
+		.ifname = od->rails[0] ? od->rails : od->ifname, /* rails: every one */
 		.ib_hca = od->ib_hca[0] ? od->ib_hca : NULL,
 		.min_mbps = od->min_mbps,
 		.comm_id = od->comm_id,

@@ -16,9 +16,21 @@
  *   init-error  init fails with ncclSystemError and a last-error text
  *   wrong-sums  element 0 of every result is off by one
  *   wrong-if    the log says NCCL used FAKEGPU_IF (e.g. cni0)
+ *   subnet-boot only the bootstrap line names FAKEGPU_IF, as NCCL's
+ *               ncclFindInterfaceMatchSubnet does with NCCL_COMM_ID set and
+ *               another interface on rank 0's subnet; data as agreed
+ *   local-only  every channel via P2P/SHM, none via NET/ (one node)
+ *   ib-absent   with NCCL_IB_HCA set, no RDMA device: NCCL 2.28's lines for
+ *               it, then sockets (otherwise the HCAs named are used, as
+ *               NET/IB lines in 2.28's format, transport/net_ib.cc)
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
  *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
+ * FAKEGPU_TUNE="default=100,4x4=300": a busbw model for nicpick's --tune:
+ *   an all-reduce moves its bytes at the rate (MB/s) listed for the
+ *   process's NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD ("default":
+ *   neither set, and every setting not listed), as the real transport's
+ *   speed depends on them (issue 16's measurements).
  * FAKEGPU_DIR: directory shared by the ranks (required for world > 1).
  * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809). */
 #include <errno.h>
@@ -58,6 +70,11 @@ static int group_depth;
 static int group_seq;
 
 static int seq_no;
+/* The k-th communicator of a process is every rank's k-th (nicpick's
+ * --tune runs one companion per configuration, in the same order on every
+ * pod): its files carry k, so that a later one never reads an earlier
+ * one's.  One communicator per process, as nicpick-smoke has. */
+static int comm_gen;
 
 static int64_t now_ms(void)
 {
@@ -192,7 +209,7 @@ const char *cudaGetErrorString(cudaError_t e)
 
 static void rank_file(char *buf, size_t len, const char *what, int seq, int rank)
 {
-	snprintf(buf, len, "%s/%s-%d-%d", dir(), what, seq, rank);
+	snprintf(buf, len, "%s/%s%d-%d-%d", dir(), what, comm_gen, seq, rank);
 }
 
 static bool all_present(const char *what, int seq, int world)
@@ -247,7 +264,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 		return cudaErrorNotReady;
 	char p[1024];
 	if (s->op == OP_P2P) {
-		snprintf(p, sizeof(p), "%s/p2p-%d-%d-%d", dir(), s->seq, s->peer, s->comm->rank);
+		snprintf(p, sizeof(p), "%s/p2p%d-%d-%d-%d", dir(), comm_gen, s->seq, s->peer, s->comm->rank);
 		if (access(p, F_OK) != 0)
 			return cudaErrorNotReady;
 		read_file(p, s->buf, s->count * sizeof(float));
@@ -304,6 +321,12 @@ static const char *iface(void)
 	return v[0] == '=' ? v + 1 : v;
 }
 
+static const char *boot_iface(void)
+{
+	const char *v = getenv("FAKEGPU_IF");
+	return is("subnet-boot") && v ? v : iface();
+}
+
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id, int rank,
 				    ncclConfig_t *cfg)
 {
@@ -315,11 +338,17 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id
 	c->started_ms = now_ms();
 	*comm = c;
 	log_info("NCCL version 2.28.9+cuda13.0 (test double)");
-	log_info("Bootstrap: Using %s:10.0.0.%d<0>", iface(), rank + 1);
+	/* With NCCL_COMM_ID NCCL bootstraps on the interface of rank 0's
+	 * subnet: the first of a list (rails) here. */
+	log_info("Bootstrap: Using %.*s:10.0.0.%d<0>", (int)strcspn(boot_iface(), ","), boot_iface(), rank + 1);
 	if (is("init-error"))
 		return ncclInProgress;
 	char p[1024];
-	rank_file(p, sizeof(p), "join", 0, rank);
+	for (comm_gen = 0;; comm_gen++) {
+		rank_file(p, sizeof(p), "join", 0, rank);
+		if (access(p, F_OK) != 0)
+			break;
+	}
 	if (!is("hang-init")) {
 		int fd = open(p, O_CREAT | O_WRONLY, 0644);
 		if (fd >= 0)
@@ -342,10 +371,49 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 			return ncclSuccess;
 		}
 		c->joined = true;
-		log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
-		log_info("Using network Socket");
-		log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
-			 (c->rank + 1) % c->world);
+		const char *hca = getenv("NCCL_IB_HCA");
+		bool ib = hca && *hca && !is("ib-absent");
+		if (ib) {
+			/* "=mlx5_0:1,mlx5_1" -> " [0]mlx5_0:1/IB [1]mlx5_1:1/IB" */
+			char line[2048] = "";
+			int n = 0;
+			for (const char *p = hca[0] == '=' ? hca + 1 : hca; *p;) {
+				size_t len = strcspn(p, ",");
+				size_t o = strlen(line);
+				snprintf(line + o, sizeof(line) - o, " [%d]%.*s%s/IB", n++, (int)len, p,
+					 memchr(p, ':', len) ? "" : ":1");
+				p += len + (p[len] == ',');
+			}
+			log_info("NET/IB : Using%s ; OOB %.*s:10.0.0.%d<0>", line, (int)strcspn(iface(), ","),
+				 iface(), c->rank + 1);
+			log_info("Using network IB");
+		} else {
+			if (hca && *hca) {
+				log_info("NET/IB : No device found.");
+				log_info("Failed to initialize NET plugin IB");
+			}
+			/* One device per listed interface, as net_socket.cc prints
+			 * them: "NET/Socket : Using [0]eth2:10.10.0.1<0> [1]eth1:10.9.0.1<0>". */
+			char line[512] = "NET/Socket : Using";
+			const char *s = iface();
+			for (int i = 0; *s && i < 8; i++) {
+				size_t n = strcspn(s, ",");
+				snprintf(line + strlen(line), sizeof(line) - strlen(line), " [%d]%.*s:10.%d.0.%d<0>", i,
+					 (int)n, s, i, c->rank + 1);
+				s += n + (s[n] == ',');
+			}
+			log_info("%s", line);
+			if (getenv("NCCL_SOCKET_NTHREADS") && getenv("NCCL_NSOCKS_PERTHREAD"))
+				log_info("NET/Socket: Using %s threads and %s sockets per thread",
+					 getenv("NCCL_SOCKET_NTHREADS"), getenv("NCCL_NSOCKS_PERTHREAD"));
+			log_info("Using network Socket");
+		}
+		if (is("local-only"))
+			log_info("Channel 00/0 : %d[0] -> %d[0] via P2P/CUMEM", c->rank,
+				 (c->rank + 1) % c->world);
+		else
+			log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/%s/0", c->rank,
+				 (c->rank + 1) % c->world, ib ? "IB" : "Socket");
 		log_info("comm %p rank %d nranks %d cudaDev 0 busId 0 - Init COMPLETE", (void *)c,
 			 c->rank, c->world);
 	}
@@ -356,6 +424,34 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 const char *ncclGetLastError(ncclComm_t c)
 {
 	return is("init-error") ? "socket connect to 10.244.0.1<29418> failed: Connection refused" : "";
+}
+
+/* FAKEGPU_TUNE: how long an all-reduce of count floats takes. */
+static long tune_delay_ms(size_t count)
+{
+	const char *t = getenv("FAKEGPU_TUNE");
+	const char *nt = getenv("NCCL_SOCKET_NTHREADS"), *ns = getenv("NCCL_NSOCKS_PERTHREAD");
+	if (!t || count < 1024)
+		return 0;
+	char key[64] = "default", buf[512];
+	if (nt && ns)
+		snprintf(key, sizeof(key), "%sx%s", nt, ns);
+	snprintf(buf, sizeof(buf), "%s", t);
+	double rate = 0, def = 0;
+	char *save = NULL;
+	for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(e, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		if (!strcmp(e, key))
+			rate = atof(eq + 1);
+		if (!strcmp(e, "default"))
+			def = atof(eq + 1);
+	}
+	if (rate <= 0)
+		rate = def;
+	return rate > 0 ? (long)((double)count * 4 / (rate * 1e3)) : 0;
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
@@ -378,7 +474,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 	s->seq = seq;
 	s->comm = c;
 	const char *slow = getenv("FAKEGPU_SLOW_MS");
-	s->ready_at_ms = now_ms() + (is("slow") && slow ? atoi(slow) : 0);
+	s->ready_at_ms = now_ms() + (is("slow") && slow ? atoi(slow) : 0) + tune_delay_ms(count);
 	return ncclSuccess;
 }
 
@@ -417,7 +513,7 @@ ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer
 		      cudaStream_t s)
 {
 	char p[1024];
-	snprintf(p, sizeof(p), "%s/p2p-%d-%d-%d", dir(), group_seq, c->rank, peer);
+	snprintf(p, sizeof(p), "%s/p2p%d-%d-%d-%d", dir(), comm_gen, group_seq, c->rank, peer);
 	write_file(p, send, count * sizeof(float));
 	return ncclSuccess;
 }

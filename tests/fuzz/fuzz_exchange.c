@@ -1,6 +1,6 @@
 /* The exchange's messages (lib/exchange/message.h): assignment, probe,
- * round and progress, all written by other pods onto Pod objects.  The
- * first byte picks the reader; whatever it accepts it writes back the same
+ * round, progress and outcome, all written by other pods onto Pod objects.
+ * The first byte picks the reader ('o': the outcome, else its value mod 4); whatever it accepts it writes back the same
  * (parse -> write -> parse -> write is a fixed point), and a refusal is a
  * one-line NP_EK8S error. */
 #include "fuzz.h"
@@ -29,7 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *s = (const char *)data + 1;
 	size_t n = size - 1;
 	np_error err = { 0 };
-	switch (data[0] % 4) {
+	if (data[0] == 'o')
+		FIXED_POINT(exchange_outcome, exchange_outcome_parse, exchange_outcome_to_json);
+	else switch (data[0] % 4) {
 	case 0:
 		FIXED_POINT(exchange_assignment, exchange_assignment_parse, exchange_assignment_to_json);
 		break;

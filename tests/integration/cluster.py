@@ -20,6 +20,10 @@ network looks like from inside a pod; nicpick ranks it above a plain veth
 decision breaks a speed tie by worst-case score (lib/agree/decide.c,
 cmp_quality).  No --include/--exclude is needed.
 
+With rails=2 every node has a second fast NIC of the same kind (a macvlan
+on another parent "fpar2", FAST2_NAMES) on a second network 10.10.0.0/24:
+the same speed and score as the first, so the job uses both as rails.
+
 Decoys on every node: a "cni0" bridge 10.244.0.1/24 (the same address on every
 node) with a veth port, a "docker0" bridge 172.17.0.1/16 (same everywhere, no
 port), and a link-local helper "ll0" 169.254.<i>.1/16.
@@ -52,6 +56,8 @@ FAST_NET = "10.9.0"
 NAMESPACE = "train"
 JOB = "job-w"
 FAST_NAMES = ["eth1", "ens3f0", "enp65s0f0np0", "ibp12s0", "eno2", "enp3s0f1", "eth5", "ens7"]
+FAST2_NET = "10.10.0"
+FAST2_NAMES = ["eth2", "ens3f1", "enp65s0f1np1", "ibp13s0", "eno3", "enp3s0f2", "eth6", "ens8"]
 CLONE_NEWNET = 0x40000000
 PROC_TIMEOUT = 120  # sanity bound for one nicpick process; tests pass --timeout
 # The pods' tokens are the ServiceAccount of this manifest, and the server
@@ -101,6 +107,7 @@ class Node:
         self.name = f"node-{chr(ord('a') + index)}"
         self.fast_if, self.mgmt_addr, self.fast_addr = fast_if, mgmt_addr, fast_addr
         self.mgmt_if = "eth0"
+        self.fast2_if = self.fast2_addr = None  # rails=2: the second fast NIC
 
     def __repr__(self):
         return f"Node({self.name}, {self.ns.name}, fast={self.fast_if}:{self.fast_addr})"
@@ -203,7 +210,7 @@ class Cluster:
     deletes every namespace, whatever happened."""
 
     def __init__(self, factory, tmp, nicpick, n_nodes=4, fast=None, mgmt_plen=None,
-                 rbac=RBAC_YAML):
+                 rbac=RBAC_YAML, rails=1):
         """fast[i] False: node i has no fast NIC.  mgmt_plen[i]: prefix
         length of node i's management address (32: a node that reaches the
         API server by a device route only and shares no subnet).  rbac: the
@@ -215,6 +222,7 @@ class Cluster:
         self.nodes, self.pods, self.procs = [], [], []
         self.server = None
         self.rbac = rbac
+        self.rails = rails
 
     # -- topology -------------------------------------------------------------
     def build(self):
@@ -227,6 +235,8 @@ class Cluster:
         sw.enslave("m-api", "mgmtbr")
         # The fast switch: macvlans in bridge mode on one veth end.
         netns_mod.veth(sw, "fpar", sw, "fparp")
+        if self.rails > 1:
+            netns_mod.veth(sw, "fpar2", sw, "fparp2")
         for i in range(self.n):
             ns = f.new("node")
             fast_if = FAST_NAMES[i % len(FAST_NAMES)]
@@ -247,6 +257,15 @@ class Cluster:
                 ns.ip("link", "set", "dev", tmpname, "name", fast_if)
                 ns.addr(fast_if, f"{node.fast_addr}/24")
                 ns.up(fast_if)
+            if self.fast[i] and self.rails > 1:
+                node.fast2_if = FAST2_NAMES[i % len(FAST2_NAMES)]
+                node.fast2_addr = f"{FAST2_NET}.{11 + i}"
+                sw.ip("link", "add", "name", f"fn{i}", "link", "fpar2", "type", "macvlan",
+                      "mode", "bridge")
+                sw.move(f"fn{i}", ns)
+                ns.ip("link", "set", "dev", f"fn{i}", "name", node.fast2_if)
+                ns.addr(node.fast2_if, f"{node.fast2_addr}/24")
+                ns.up(node.fast2_if)
             # Decoys: the same addresses on every node.
             ns.add_bridge("cni0", "10.244.0.1/24")
             netns_mod.veth(ns, "vethc0", ns, "vethc1")

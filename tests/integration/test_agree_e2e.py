@@ -544,11 +544,14 @@ def test_forged_assignment_naming_an_interface_the_pod_did_not_report_is_refused
     and writes nothing (docs/security.md)."""
     c = make_cluster()
     victim, gath = c.pods[2], c.pods[0]
+    # Well-formed down to the round's probe token, which anyone who reads
+    # pods could copy from a real assignment.
     forged = {"v": 1, "leader": gath.uid, "leader_pod": gath.name, "epoch": 1, "state": "probe",
-              "n": 4, "parts": [{"net": "10.66.0.0/24", "if": "evil0", "addr": "10.66.0.3",
-                                 "next_pod": c.pods[3].name, "next_addr": "10.66.0.4",
-                                 "rank": 2, "world": 4, "root": "10.66.0.1",
-                                 "min_mbps": 100000}]}
+              "n": 4, "token": "0123456789abcdef0123456789abcdef",
+              "parts": [{"net": "10.66.0.0/24", "if": "evil0", "addr": "10.66.0.3",
+                         "next_pod": c.pods[3].name, "next_addr": "10.66.0.4",
+                         "prev_addr": "10.66.0.2", "rank": 2, "world": 4, "root": "10.66.0.1",
+                         "min_mbps": 100000}]}
     c.server.patch_object(C.NAMESPACE, victim.name, {"metadata": {"annotations": {
         "nicpick.io/assignment": json.dumps(forged, separators=(",", ":"), sort_keys=True)}}})
     victim.start(*COMMON, "--timeout", "20")

@@ -60,10 +60,10 @@ def training(pod):
 
 def test_deploy_holds_every_example():
     assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(DEPLOY, "*.yaml"))) == \
-        sorted(EXAMPLES + ["rbac.yaml"])
+        sorted(EXAMPLES + ["rbac.yaml", "rbac-status.yaml"])
 
 
-@pytest.mark.parametrize("name", EXAMPLES + ["rbac.yaml"])
+@pytest.mark.parametrize("name", EXAMPLES + ["rbac.yaml", "rbac-status.yaml"])
 def test_manifest_validates_against_the_kubernetes_and_crd_schemas(name):
     docs = load_all(name)
     errors = k8sschema.validate_all(docs)

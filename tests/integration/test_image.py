@@ -89,6 +89,9 @@ def test_release_image_is_the_static_binary_alone(image):
     with open(STATIC, "rb") as f:
         assert files["usr/local/bin/nicpick"].size == len(f.read())
     assert files["usr/local/bin/nicpick"].mode & 0o777 == 0o755
+    # kubectl's plugin name, a link (no second copy of the binary)
+    link = files["usr/local/bin/kubectl-nicpick"]
+    assert link.issym() and link.linkname == "nicpick", link
     # The uncompressed layer size is the image's size.
     size = sum(m.size for m in files.values())
     assert size <= SIZE_GOAL, f"{size} bytes, over the {SIZE_GOAL} byte goal"

@@ -18,7 +18,8 @@ def test_install_copies_itself_executable_and_identical(nicpick_bin, tmp_path):
     dest.mkdir()
     p = run([str(alone / "nicpick"), "install", str(dest)])
     assert p.returncode == 0, p.stderr
-    assert sorted(os.listdir(dest)) == ["nicpick"], "no temporaries, no companion that was not there"
+    assert sorted(os.listdir(dest)) == ["kubectl-nicpick", "nicpick"], \
+        "no temporaries, no companion that was not there"
     st = (dest / "nicpick").stat()
     assert stat.S_IMODE(st.st_mode) == 0o755
     with open(nicpick_bin, "rb") as a, open(dest / "nicpick", "rb") as b:
@@ -26,6 +27,14 @@ def test_install_copies_itself_executable_and_identical(nicpick_bin, tmp_path):
     assert f"installed {dest}/nicpick" in p.stderr
     v = run([str(dest / "nicpick"), "version"])
     assert v.returncode == 0 and v.stdout.startswith("nicpick ")
+    # kubectl's plugin name: a relative link, so it survives the volume
+    # being mounted elsewhere, and the same program under that name.
+    assert os.readlink(dest / "kubectl-nicpick") == "nicpick"
+    assert f"installed {dest}/kubectl-nicpick" in p.stderr
+    h = run([str(dest / "kubectl-nicpick"), "--help"])
+    assert h.returncode == 0 and "kubectl nicpick status JOB" in h.stdout
+    u = run([str(dest / "kubectl-nicpick")])
+    assert u.returncode == 2 and u.stderr.startswith("usage: kubectl nicpick status JOB"), u.stderr
 
 
 def test_install_takes_the_smoke_companion_beside_it(nicpick_bin, tmp_path):
@@ -42,7 +51,7 @@ def test_install_takes_the_smoke_companion_beside_it(nicpick_bin, tmp_path):
     (dest / "nicpick-smoke").write_bytes(b"old")  # replaced, as a restart would
     p = run([str(tmp_path / "link"), "install", str(dest) + "/"])
     assert p.returncode == 0, p.stderr
-    assert sorted(os.listdir(dest)) == ["nicpick", "nicpick-smoke"]
+    assert sorted(os.listdir(dest)) == ["kubectl-nicpick", "nicpick", "nicpick-smoke"]
     assert (dest / "nicpick-smoke").read_bytes() == b"#!/bin/sh\necho smoke\n"
     assert stat.S_IMODE((dest / "nicpick-smoke").stat().st_mode) == 0o755
     assert run([str(dest / "nicpick-smoke")]).stdout == "smoke\n"

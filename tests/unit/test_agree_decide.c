@@ -468,6 +468,45 @@ static void test_one_pod_alone_is_rank_0_of_1_rooted_at_itself(void **state)
 	agree_decision_free(&d);
 }
 
+/* Two interfaces of one pod on one subnet (two ports, or two macvlans,
+ * with distinct addresses or the same one): the pod is assigned the one the
+ * kernel routes the subnet through, even when the other ranks better, and
+ * the network's worst case is that interface's. */
+static void test_same_subnet_group_assigns_the_routed_interface(void **state)
+{
+	for (int same_addr = 0; same_addr < 2; same_addr++) {
+		struct agree_report r[2];
+		rep(&r[0], "job-0");
+		add(&r[0], "eth1", "10.9.0.11", 24, 100000, 900);
+		rep(&r[1], "job-1");
+		/* aaa0 ranks first in the report and is faster, but the route
+		 * to the subnet leaves through eth1 */
+		struct agree_cand *x = add(&r[1], "aaa0", same_addr ? "10.9.0.12" : "10.9.0.112", 24, 200000, 990);
+		struct agree_cand *y = add(&r[1], "eth1", "10.9.0.12", 24, 100000, 900);
+		x->route = AGREE_ROUTE_UNUSED;
+		y->route = AGREE_ROUTE_USED;
+		struct agree_decision d;
+		np_error err = { 0 };
+		assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+		assert_string_equal(d.rails[0].net.text, "10.9.0.0/24");
+		assert_string_equal(assign_of(&d, "job-1")->ifname, "eth1");
+		assert_string_equal(assign_of(&d, "job-1")->addr, "10.9.0.12");
+		assert_int_equal(d.rails[0].min_mbps, 100000);
+		agree_decision_free(&d);
+		/* Without route facts (a snapshot), the group's best ranks first. */
+		x->route = y->route = AGREE_ROUTE_UNKNOWN;
+		assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+		assert_string_equal(assign_of(&d, "job-1")->ifname, "aaa0");
+		agree_decision_free(&d);
+		/* The route flipped (the gatherer pins what the pod's probe found). */
+		x->route = AGREE_ROUTE_USED;
+		y->route = AGREE_ROUTE_UNUSED;
+		assert_int_equal(agree_decide(r, 2, NULL, &d, &err), 0);
+		assert_string_equal(assign_of(&d, "job-1")->ifname, "aaa0");
+		agree_decision_free(&d);
+	}
+}
+
 static void test_same_pod_twice_is_an_error(void **state)
 {
 	struct agree_report r[2];
@@ -541,6 +580,157 @@ static void test_thousand_pods_quick_and_deterministic(void **state)
 	free(r);
 }
 
+/* ---- rails: several networks of the same quality ---- */
+
+/* One row of a table of reports: a pod's interfaces, one per network. */
+struct rail_row {
+	const char *pod;
+	struct { const char *ifname, *addr; long mbps, score; } c[4];
+};
+
+static size_t rail_reports(const struct rail_row *rows, size_t n, struct agree_report *r)
+{
+	for (size_t i = 0; i < n; i++) {
+		rep(&r[i], rows[i].pod);
+		for (size_t k = 0; k < 4 && rows[i].c[k].ifname; k++)
+			add(&r[i], rows[i].c[k].ifname, rows[i].c[k].addr, 24, rows[i].c[k].mbps,
+			    rows[i].c[k].score);
+	}
+	return n;
+}
+
+static const char *rail_if(const struct agree_decision *d, size_t rail, const char *pod)
+{
+	for (size_t i = 0; i < d->rails[rail].n_assign; i++)
+		if (!strcmp(d->rails[rail].assign[i].pod, pod))
+			return d->rails[rail].assign[i].ifname;
+	fail_msg("pod %s not on rail %zu", pod, rail);
+	return NULL;
+}
+
+/* Three pods, two 100G ports each on distinct networks, a 1G management
+ * network, names differing per node. */
+static const struct rail_row dual_port[] = {
+	{ "job-w-0", { { "ens3f0", "10.9.0.1", 100000, 500 }, { "ens3f1", "10.10.0.1", 100000, 500 },
+		       { "eth0", "192.168.1.10", 1000, 100 } } },
+	{ "job-w-1", { { "eth2", "10.10.0.2", 100000, 500 }, { "eth1", "10.9.0.2", 100000, 500 },
+		       { "eth0", "192.168.1.11", 1000, 100 } } },
+	{ "job-w-2", { { "enp1s0f0", "10.9.0.3", 100000, 500 }, { "enp1s0f1", "10.10.0.3", 100000, 500 },
+		       { "eth0", "192.168.1.12", 1000, 100 } } },
+};
+
+static void test_rails_auto_takes_every_equivalent_network_in_order(void **state)
+{
+	struct agree_report r[3];
+	struct agree_decision d;
+	np_error err = { 0 };
+	struct agree_options opt = { .max_rails = AGREE_RAILS_AUTO };
+	size_t n = rail_reports(dual_port, 3, r);
+	assert_int_equal(agree_decide(r, n, &opt, &d, &err), 0);
+	assert_int_equal(d.n_rails, 2);
+	assert_string_equal(d.rails[0].net.text, "10.10.0.0/24"); /* same quality: the text sorts first */
+	assert_string_equal(d.rails[1].net.text, "10.9.0.0/24");
+	assert_string_equal(rail_if(&d, 0, "job-w-0"), "ens3f1");
+	assert_string_equal(rail_if(&d, 1, "job-w-0"), "ens3f0");
+	assert_string_equal(rail_if(&d, 0, "job-w-1"), "eth2");
+	assert_string_equal(rail_if(&d, 1, "job-w-1"), "eth1");
+	assert_string_equal(rail_if(&d, 1, "job-w-2"), "enp1s0f0");
+	assert_int_equal(d.rails[1].min_mbps, 100000);
+	assert_non_null(strstr(ranked(&d, "10.9.0.0/24")->why, "rail 2"));
+	assert_non_null(strstr(ranked(&d, "192.168.1.0/24")->why, "slower"));
+	/* the same set in another order: the same decision */
+	struct agree_report rr[3] = { r[2], r[0], r[1] };
+	struct agree_decision d2;
+	assert_int_equal(agree_decide(rr, 3, &opt, &d2, &err), 0);
+	char *a = decision_json(&d), *b = decision_json(&d2);
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
+	agree_decision_free(&d);
+	agree_decision_free(&d2);
+}
+
+static void test_rails_one_and_n_limit_them(void **state)
+{
+	struct agree_report r[3];
+	struct agree_decision d;
+	np_error err = { 0 };
+	size_t n = rail_reports(dual_port, 3, r);
+	/* the default (zeroed options, or NULL) is one rail, as before */
+	assert_int_equal(agree_decide(r, n, NULL, &d, &err), 0);
+	assert_int_equal(d.n_rails, 1);
+	assert_non_null(strstr(ranked(&d, "10.9.0.0/24")->why, "which sorts first"));
+	agree_decision_free(&d);
+	struct agree_options one = { .max_rails = 1 }, two = { .max_rails = 2 };
+	assert_int_equal(agree_decide(r, n, &one, &d, &err), 0);
+	assert_int_equal(d.n_rails, 1);
+	agree_decision_free(&d);
+	assert_int_equal(agree_decide(r, n, &two, &d, &err), 0);
+	assert_int_equal(d.n_rails, 2);
+	agree_decision_free(&d);
+}
+
+static void test_rails_never_a_slower_or_lesser_network(void **state)
+{
+	static const struct rail_row rows[] = {
+		{ "a", { { "eth1", "10.9.0.1", 100000, 500 }, { "eth2", "10.10.0.1", 25000, 500 },
+			 { "eth3", "10.11.0.1", 100000, 300 } } },
+		{ "b", { { "eth1", "10.9.0.2", 100000, 500 }, { "eth2", "10.10.0.2", 100000, 500 },
+			 { "eth3", "10.11.0.2", 100000, 300 } } },
+	};
+	struct agree_report r[2];
+	struct agree_decision d;
+	np_error err = { 0 };
+	struct agree_options opt = { .max_rails = AGREE_RAILS_AUTO };
+	assert_int_equal(agree_decide(r, rail_reports(rows, 2, r), &opt, &d, &err), 0);
+	/* 10.10 is 25G on pod a (worst case), 10.11 a lesser kind: no rail */
+	assert_int_equal(d.n_rails, 1);
+	assert_string_equal(d.rails[0].net.text, "10.9.0.0/24");
+	assert_non_null(strstr(ranked(&d, "10.10.0.0/24")->why, "slower"));
+	assert_non_null(strstr(ranked(&d, "10.11.0.0/24")->why, "score"));
+	agree_decision_free(&d);
+}
+
+static void test_rails_need_every_pod_and_its_own_interface(void **state)
+{
+	static const struct rail_row missing[] = {
+		{ "a", { { "eth1", "10.9.0.1", 100000, 500 }, { "eth2", "10.10.0.1", 100000, 500 } } },
+		{ "b", { { "eth1", "10.9.0.2", 100000, 500 } } },
+	};
+	/* pod b has both networks on one interface (two addresses): NCCL
+	 * would stripe over one NIC twice */
+	static const struct rail_row shared[] = {
+		{ "a", { { "eth1", "10.9.0.1", 100000, 500 }, { "eth2", "10.10.0.1", 100000, 500 } } },
+		{ "b", { { "eth1", "10.9.0.2", 100000, 500 }, { "eth1", "10.10.0.2", 100000, 500 } } },
+	};
+	struct agree_report r[2];
+	struct agree_decision d;
+	np_error err = { 0 };
+	struct agree_options opt = { .max_rails = AGREE_RAILS_AUTO };
+	assert_int_equal(agree_decide(r, rail_reports(missing, 2, r), &opt, &d, &err), 0);
+	assert_int_equal(d.n_rails, 1);
+	assert_string_equal(d.rails[0].net.text, "10.9.0.0/24");
+	agree_decision_free(&d);
+	assert_int_equal(agree_decide(r, rail_reports(shared, 2, r), &opt, &d, &err), 0);
+	assert_int_equal(d.n_rails, 1);
+	assert_string_equal(d.rails[0].net.text, "10.10.0.0/24");
+	assert_non_null(strstr(ranked(&d, "10.9.0.0/24")->why, "pod b has no interface"));
+	agree_decision_free(&d);
+}
+
+static void test_rails_excluded_network_drops_out(void **state)
+{
+	struct agree_report r[3];
+	struct agree_decision d;
+	np_error err = { 0 };
+	struct agree_options opt = { .max_rails = AGREE_RAILS_AUTO, .n_excluded = 1 };
+	assert_int_equal(agree_network_parse("10.10.0.0/24", &opt.excluded[0], &err), 0);
+	assert_int_equal(agree_decide(r, rail_reports(dual_port, 3, r), &opt, &d, &err), 0);
+	assert_int_equal(d.n_rails, 1);
+	assert_string_equal(d.rails[0].net.text, "10.9.0.0/24");
+	agree_decision_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,7 +748,13 @@ int main(void)
 		cmocka_unit_test(test_routed_fallback_needs_gateways),
 		cmocka_unit_test(test_ranks_put_the_gatherer_first_then_rail_order),
 		cmocka_unit_test(test_one_pod_alone_is_rank_0_of_1_rooted_at_itself),
+		cmocka_unit_test(test_same_subnet_group_assigns_the_routed_interface),
 		cmocka_unit_test(test_same_pod_twice_is_an_error),
+		cmocka_unit_test(test_rails_auto_takes_every_equivalent_network_in_order),
+		cmocka_unit_test(test_rails_one_and_n_limit_them),
+		cmocka_unit_test(test_rails_never_a_slower_or_lesser_network),
+		cmocka_unit_test(test_rails_need_every_pod_and_its_own_interface),
+		cmocka_unit_test(test_rails_excluded_network_drops_out),
 		cmocka_unit_test(test_thousand_pods_quick_and_deterministic),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -267,6 +267,7 @@ static void test_report_strict_rejection_table(void **state)
 		{ HEAD "{\"if\":\"a\\u0000b\",\"cls\":\"physical\",\"fam\":4,\"addr\":\"10.9.0.3\",\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0}]}",
 		  "not JSON" },
 		{ HEAD VALID_CAND "," VALID_CAND "]}", "candidate 1 duplicates 0 (eth1 10.9.0.3)" },
+		{ HEAD CAND("\"plen\":24,\"mbps\":1,\"score\":5,\"mtu\":0,\"rt\":1") "]}", "\"rt\" is not a boolean" },
 	};
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
 		struct agree_report r;
@@ -277,6 +278,37 @@ static void test_report_strict_rejection_table(void **state)
 				 err.status, err.msg, table[i].why);
 		assert_int_equal(r.n, 0);
 	}
+}
+
+/* Which of a pod's interfaces on one subnet the kernel routes through:
+ * "rt" written only where it is known, and read back as it was meant. */
+static void test_report_route_flag_round_trips(void **state)
+{
+	struct agree_report r, back;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.pod, sizeof(r.pod), "job-1");
+	enum agree_route want[3] = { AGREE_ROUTE_USED, AGREE_ROUTE_UNUSED, AGREE_ROUTE_UNKNOWN };
+	const char *names[3] = { "eth1", "aaa0", "eth2" }, *addrs[3] = { "10.9.0.2", "10.9.0.2", "10.8.0.2" };
+	for (int i = 0; i < 3; i++) {
+		struct agree_cand *c = &r.c[r.n++];
+		snprintf(c->ifname, sizeof(c->ifname), "%s", names[i]);
+		snprintf(c->cls, sizeof(c->cls), "macvlan");
+		c->family = AF_INET;
+		inet_pton(AF_INET, addrs[i], c->addr);
+		snprintf(c->addr_text, sizeof(c->addr_text), "%s", addrs[i]);
+		c->prefixlen = 24;
+		c->route = want[i];
+	}
+	char *json = NULL;
+	np_error err = { 0 };
+	assert_int_equal(agree_report_to_json(&r, &json, &err), 0);
+	assert_non_null(strstr(json, "\"if\":\"eth1\",\"cls\":\"macvlan\",\"fam\":4,\"addr\":\"10.9.0.2\",\"plen\":24,"
+				     "\"mbps\":0,\"score\":0,\"mtu\":0,\"rt\":true"));
+	assert_non_null(strstr(json, "\"rt\":false"));
+	assert_int_equal(agree_report_parse(json, strlen(json), &back, &err), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(back.c[i].route, want[i]);
+	free(json);
 }
 
 /* The gpu block: written as version 2 and read back; without it the report
@@ -546,6 +578,7 @@ int main(void)
 		cmocka_unit_test(test_report_over_16k_drops_lowest_ranked),
 		cmocka_unit_test(test_report_strict_rejection_table),
 		cmocka_unit_test(test_report_gpu_block_round_trips),
+		cmocka_unit_test(test_report_route_flag_round_trips),
 		cmocka_unit_test(test_versions_compare_from_tables),
 		cmocka_unit_test(test_versions_compare_bounds_its_text),
 		cmocka_unit_test(test_report_size_and_count_limits),

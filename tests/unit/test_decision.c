@@ -1,4 +1,5 @@
-/* decision.json's reader, as `nicpick smoke --out-dir` uses it. */
+/* decision.json's reader, as `nicpick smoke --out-dir` uses it, and the
+ * smoke section's writer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,12 +80,95 @@ static void test_agreement_without_min_mbps_is_refused(void **state)
 	remove_decision();
 }
 
+static void test_smoke_section_holds_what_nccls_log_said(void **state)
+{
+	/* Names from NCCL's log keep their bytes (Linux allows any byte above
+	 * 0x7f); JSON holds UTF-8 only, so one that is not is written with
+	 * '?', and the section is still there. */
+	static struct smoke_report s;
+	memset(&s, 0, sizeof(s));
+	s.status = SMOKE_PASSED;
+	s.ran = true;
+	s.world = 2;
+	snprintf(s.reason, sizeof(s.reason), "passed on r\xe9seau");
+	snprintf(s.not_proven, sizeof(s.not_proven), "not proven: no channel ran over the network");
+	s.log.n_socket = 2;
+	snprintf(s.log.socket[0].name, sizeof(s.log.socket[0].name), "r\xc3\xa9seau;1");
+	snprintf(s.log.socket[1].name, sizeof(s.log.socket[1].name), "bad\xff");
+	snprintf(s.log.network, sizeof(s.log.network), "AWS Libfabric");
+	snprintf(s.log.ib_absent, sizeof(s.log.ib_absent), "NET/IB : No device found.");
+	s.log.n_local = 3;
+	json_t *o = select_decision_smoke_json(&s);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "reason")), "passed on r?seau");
+	assert_string_equal(json_string_value(json_object_get(o, "not_proven")),
+			    "not proven: no channel ran over the network");
+	json_t *log = json_object_get(o, "nccl_log");
+	assert_non_null(log);
+	json_t *sock = json_object_get(log, "net_socket");
+	assert_int_equal(json_array_size(sock), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sock, 0), "interface")),
+			    "r\xc3\xa9seau;1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sock, 1), "interface")),
+			    "bad?");
+	assert_string_equal(json_string_value(json_object_get(log, "network")), "AWS Libfabric");
+	assert_string_equal(json_string_value(json_object_get(log, "ib_absent")),
+			    "NET/IB : No device found.");
+	assert_int_equal(json_integer_value(json_object_get(log, "channels_local")), 3);
+	json_decref(o);
+}
+
+/* Rails: `nicpick smoke --out-dir` expects every rail in NCCL's log. */
+static void write_choice(const char *choice)
+{
+	strcpy(dir, "/tmp/np-decision.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	char path[128];
+	snprintf(path, sizeof(path), "%s/decision.json", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"env\": {}, \"choice\": %s, \"smoke\": {\"rank\": 0, \"world\": 2, "
+		   "\"comm_id\": \"10.10.0.1:29418\"}}", choice);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_rails_interfaces_are_read_strictly(void **state)
+{
+	struct select_decision_read d;
+	np_error err = { 0 };
+	write_choice("{\"interface\": \"eth2\", \"interfaces\": [\"eth2\", \"eth1\"]}");
+	assert_int_equal(select_decision_load(dir, &d, &err), 0);
+	assert_string_equal(d.ifname, "eth2");
+	assert_string_equal(d.rails, "eth2,eth1");
+	remove_decision();
+	write_choice("{\"interface\": \"eth2\", \"interfaces\": [\"eth2\"]}");
+	assert_int_equal(select_decision_load(dir, &d, &err), 0);
+	assert_string_equal(d.rails, "");
+	remove_decision();
+	static const char *const bad[] = {
+		"{\"interface\": \"eth2\", \"interfaces\": [\"eth1\", \"eth2\"]}", /* first is not interface */
+		"{\"interface\": \"eth2\", \"interfaces\": [\"eth2\", \"a,b\"]}",
+		"{\"interface\": \"eth2\", \"interfaces\": [\"eth2\", 3]}",
+		"{\"interface\": \"eth2\", \"interfaces\": []}",
+		"{\"interface\": \"eth2\", \"interfaces\": \"eth2,eth1\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_choice(bad[i]);
+		assert_int_equal(select_decision_load(dir, &d, &err), -1);
+		assert_int_equal(err.status, NP_EUSAGE);
+		assert_non_null(strstr(err.msg, "\"interfaces\""));
+		remove_decision();
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agreed_threshold_is_the_slowest_agreed_link),
+		cmocka_unit_test(test_rails_interfaces_are_read_strictly),
 		cmocka_unit_test(test_alone_threshold_is_this_pods_link),
 		cmocka_unit_test(test_agreement_without_min_mbps_is_refused),
+		cmocka_unit_test(test_smoke_section_holds_what_nccls_log_said),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@ static struct exchange_part part(const char *ifname, const char *addr, const cha
 	snprintf(p.addr, sizeof(p.addr), "%s", addr);
 	snprintf(p.next_pod, sizeof(p.next_pod), "%s", next_pod);
 	snprintf(p.next_addr, sizeof(p.next_addr), "%s", next_addr);
+	snprintf(p.prev_addr, sizeof(p.prev_addr), "%s", next_addr[0] ? "10.9.0.2" : "");
 	p.rank = rank;
 	p.world = world;
 	snprintf(p.root, sizeof(p.root), "10.9.0.1");
@@ -51,6 +52,9 @@ static struct exchange_assignment assignment(enum exchange_state st, size_t n_pa
 	} else {
 		snprintf(a.versions, sizeof(a.versions), "NCCL 2.21.5 on job-3 (node-d), 2.28.3 on the other 3 pods");
 		snprintf(a.smoke_skip, sizeof(a.smoke_skip), "job-2: no-gpu");
+		snprintf(a.token, sizeof(a.token), "0123456789abcdef0123456789abcdef");
+		snprintf(a.warning, sizeof(a.warning),
+			 "the preferred network 10.8.0.0/24 failed its probe (job-1: cannot connect)");
 	}
 	return a;
 }
@@ -70,6 +74,46 @@ static void test_assignment_round_trips_in_every_state(void **state)
 		assert_memory_equal(&a, &b, sizeof(a));
 		free(s);
 	}
+}
+
+/* Rails: a probe round carries one part per rail; an old follower of one
+ * rail reads the same single-part assignment as before. */
+static void test_probe_assignment_with_rails(void **state)
+{
+	struct exchange_assignment a = assignment(EXCHANGE_PROBE, 0), b;
+	a.parts[a.n_parts++] = part("ens3f0", "10.9.0.3", "job-3", "10.9.0.4", 2, 4);
+	a.parts[a.n_parts] = part("ens3f1", "10.10.0.3", "job-3", "10.10.0.4", 2, 4);
+	snprintf(a.parts[a.n_parts++].net, sizeof(a.parts[0].net), "10.10.0.0/24");
+	char *s = NULL;
+	np_error err = { 0 };
+	assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+	assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	free(s);
+	/* two rails on one interface, or on one network: no nicpick writes it */
+	snprintf(a.parts[1].ifname, sizeof(a.parts[1].ifname), "ens3f0");
+	assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+	assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), -1);
+	assert_non_null(strstr(err.msg, "two rails on one network or one interface"));
+	free(s);
+	a.parts[1] = a.parts[0];
+	snprintf(a.parts[1].ifname, sizeof(a.parts[1].ifname), "ens3f1");
+	assert_int_equal(exchange_assignment_to_json(&a, &s, &err), 0);
+	assert_int_equal(exchange_assignment_parse(s, strlen(s), &b, &err), -1);
+	free(s);
+	/* more than EXCHANGE_PARTS_MAX rails */
+	a = assignment(EXCHANGE_PROBE, 1);
+	char buf[8192], *one = NULL;
+	assert_int_equal(exchange_assignment_to_json(&a, &one, &err), 0);
+	const char *open = strstr(one, "\"parts\":[") + strlen("\"parts\":[");
+	const char *close = strchr(open, '}') + 1;
+	int n = snprintf(buf, sizeof(buf), "%.*s", (int)(open - one), one);
+	for (int i = 0; i < EXCHANGE_PARTS_MAX + 1; i++)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%.*s", i ? "," : "", (int)(close - open), open);
+	snprintf(buf + n, sizeof(buf) - (size_t)n, "%s", close);
+	assert_int_equal(exchange_assignment_parse(buf, strlen(buf), &b, &err), -1);
+	assert_non_null(strstr(err.msg, "\"parts\" is not an array of 1..4 parts for state probe"));
+	free(one);
 }
 
 static void test_probe_round_and_progress_round_trip(void **state)
@@ -109,31 +153,43 @@ static void test_probe_round_and_progress_round_trip(void **state)
 	assert_memory_equal(&g, &g2, sizeof(g));
 }
 
+#define TOK "0123456789abcdef0123456789abcdef"
+
 /* Each line is refused by the reader named, with the reason quoted. */
 static void test_readers_refuse_what_no_nicpick_writes(void **state)
 {
 	static const char part_ok[] = "{\"net\":\"10.9.0.0/24\",\"if\":\"eth1\",\"addr\":\"10.9.0.2\","
-				      "\"next_pod\":\"job-2\",\"next_addr\":\"10.9.0.3\",\"rank\":1,"
+				      "\"next_pod\":\"job-2\",\"next_addr\":\"10.9.0.3\",\"prev_addr\":\"10.9.0.1\",\"rank\":1,"
 				      "\"world\":4,\"root\":\"10.9.0.1\",\"min_mbps\":100000}";
 	char buf[2048];
 	static const struct {
 		const char *head, *tail, *why;
 	} as[] = {
-		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", "]", NULL },
-		{ "\"state\":\"probe\",\"n\":4,\"x\":1,\"parts\":[", "]", "unknown key \"x\"" },
-		{ "\"state\":\"probe\",\"n\":4,\"versions\":\"NCCL 2.21.5 on job-3\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"parts\":[", "]", NULL },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"x\":1,\"parts\":[", "]", "unknown key \"x\"" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"versions\":\"NCCL 2.21.5 on job-3\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
 		  "]", NULL },
-		{ "\"state\":\"probe\",\"n\":4,\"versions\":\"\",\"parts\":[", "]", "\"versions\" has length 0" },
-		{ "\"state\":\"probe\",\"n\":4,\"smoke_skip\":3,\"parts\":[", "]", "\"smoke_skip\" is not a string" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"versions\":\"\",\"parts\":[", "]", "\"versions\" has length 0" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"smoke_skip\":3,\"parts\":[", "]", "\"smoke_skip\" is not a string" },
 		{ "\"state\":\"failed\",\"n\":4,\"status\":6,\"reason\":\"x\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
 		  "]", "\"versions\" or \"smoke_skip\" in a failed assignment" },
 		{ "\"state\":\"final\",\"n\":4,\"parts\":[", "]", "\"state\" is \"final\"" },
-		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", ",", "not JSON" },
-		{ "\"state\":\"probe\",\"n\":5,\"parts\":[", "]", "a part of 4 pods in a round of 5" },
-		{ "\"state\":\"probe\",\"n\":4,\"status\":5,\"parts\":[", "]", "without a failure" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"parts\":[", ",", "not JSON" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":5,\"parts\":[", "]", "a part of 4 pods in a round of 5" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"status\":5,\"parts\":[", "]", "without a failure" },
 		{ "\"state\":\"failed\",\"n\":4,\"status\":5,\"reason\":\"x\",\"parts\":[", "]",
 		  "\"parts\" is not an array of 0..0" },
 		{ "\"state\":\"failed\",\"n\":4,\"status\":9,\"reason\":\"x\",\"parts\":[", "]", "\"status\"" },
+		/* The round's token: in every state but failed, 32 lowercase hex digits. */
+		{ "\"state\":\"probe\",\"n\":4,\"parts\":[", "]", "\"token\" is missing" },
+		{ "\"state\":\"probe\",\"token\":\"0123456789ABCDEF0123456789abcdef\",\"n\":4,\"parts\":[", "]",
+		  "\"token\" is malformed" },
+		{ "\"state\":\"probe\",\"token\":\"0123\",\"n\":4,\"parts\":[", "]", "\"token\" is malformed" },
+		{ "\"state\":\"failed\",\"token\":\"" TOK "\",\"n\":4,\"status\":5,\"reason\":\"x\",\"parts\":[",
+		  "]", "in a failed assignment" },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"warning\":\"x\",\"n\":4,\"parts\":[", "]", NULL },
+		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"warning\":7,\"n\":4,\"parts\":[", "]",
+		  "\"warning\" is not a string" },
 	};
 	for (size_t i = 0; i < sizeof(as) / sizeof(as[0]); i++) {
 		snprintf(buf, sizeof(buf), "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"job-0\",\"epoch\":1,%s%s%s}",
@@ -157,6 +213,8 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 		{ "\"10.9.0.2\"", "\"10.9.0.999\"", "\"addr\" is not an address" },
 		{ "\"10.9.0.0/24\"", "\"10.9.0.0/33\"", "\"net\" is not a network" },
 		{ "\"next_addr\":\"10.9.0.3\"", "\"next_addr\":\"\"", "ring neighbour" },
+		{ "\"prev_addr\":\"10.9.0.1\"", "\"prev_addr\":\"\"", "ring neighbour" },
+		{ "\"prev_addr\":\"10.9.0.1\"", "\"prev_addr\":\"evil\"", "\"prev_addr\" is not an address" },
 		{ "\"min_mbps\":100000", "\"min_mbps\":\"fast\"", "\"min_mbps\" is not an integer" },
 	};
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
@@ -167,7 +225,7 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 			 at + strlen(parts[i].from));
 		snprintf(buf, sizeof(buf),
 			 "{\"v\":1,\"leader\":\"u\",\"leader_pod\":\"job-0\",\"epoch\":1,\"state\":\"probe\","
-			 "\"n\":4,\"parts\":[%s]}",
+			 "\"token\":\"" TOK "\",\"n\":4,\"parts\":[%s]}",
 			 p);
 		struct exchange_assignment a;
 		np_error err = { 0 };
@@ -196,6 +254,18 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 	struct exchange_probe pr;
 	assert_int_equal(exchange_probe_parse(probe, strlen(probe), &pr, &err), -1);
 	assert_non_null(strstr(err.msg, "\"ok\" is not a boolean"));
+	/* route_if names an interface, and only in a trial that failed. */
+	const char *rt_ok = "{\"v\":1,\"leader\":\"u\",\"epoch\":1,\"trials\":[{\"ok\":false,\"mbps\":0,"
+			    "\"detail\":\"\",\"route_if\":\"eth1\"}]}";
+	assert_int_equal(exchange_probe_parse(rt_ok, strlen(rt_ok), &pr, &err), 0);
+	assert_string_equal(pr.t[0].route_if, "eth1");
+	const char *rt_passed = "{\"v\":1,\"leader\":\"u\",\"epoch\":1,\"trials\":[{\"ok\":true,\"mbps\":0,"
+				"\"detail\":\"\",\"route_if\":\"eth1\"}]}";
+	assert_int_equal(exchange_probe_parse(rt_passed, strlen(rt_passed), &pr, &err), -1);
+	assert_non_null(strstr(err.msg, "in a trial that passed"));
+	const char *rt_bad = "{\"v\":1,\"leader\":\"u\",\"epoch\":1,\"trials\":[{\"ok\":false,\"mbps\":0,"
+			     "\"detail\":\"\",\"route_if\":\"a/b\"}]}";
+	assert_int_equal(exchange_probe_parse(rt_bad, strlen(rt_bad), &pr, &err), -1);
 }
 
 /* Random byte mutations of valid messages: every reader refuses or takes
@@ -346,6 +416,8 @@ static void test_follower_steps_from_a_table(void **state)
 		{ "a measure part: probe it", EXCHANGE_MEASURE, EXCHANGE_MEASURE, 2, false, false, FOLLOW_PROBE, 0 },
 		{ "probed, round open", EXCHANGE_PROBE, EXCHANGE_PROBE, 2, true, false, FOLLOW_WAIT, 0 },
 		{ "probed, round final", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, true, false, FOLLOW_DONE, 0 },
+		{ "probed the round with another token", EXCHANGE_PROBE, EXCHANGE_PROBE, 2, true, false,
+		  FOLLOW_PROBE, 0 },
 		{ "final round of an older epoch", EXCHANGE_PROBE, EXCHANGE_FINAL, 1, true, false, FOLLOW_WAIT, 0 },
 		{ "final round of another gatherer", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, true, true, FOLLOW_WAIT, 0 },
 		{ "restarted after the round ended", EXCHANGE_PROBE, EXCHANGE_FINAL, 2, false, false, FOLLOW_DONE, 0 },
@@ -385,7 +457,10 @@ static void test_follower_steps_from_a_table(void **state)
 		if (cases[i].probed) {
 			s.probed_epoch = s.assign.epoch;
 			snprintf(s.probed_leader, sizeof(s.probed_leader), "%s", s.assign.leader);
+			snprintf(s.probed_token, sizeof(s.probed_token), "%s", s.assign.token);
 		}
+		if (cases[i].probed && strstr(cases[i].name, "another token"))
+			snprintf(s.probed_token, sizeof(s.probed_token), "ffffffffffffffffffffffffffffffff");
 		np_error err = { 0 };
 		enum follow_action got = follow_next(&s, &err);
 		if (got != cases[i].want)
@@ -608,6 +683,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_assignment_round_trips_in_every_state),
+		cmocka_unit_test(test_probe_assignment_with_rails),
 		cmocka_unit_test(test_probe_round_and_progress_round_trip),
 		cmocka_unit_test(test_readers_refuse_what_no_nicpick_writes),
 		cmocka_unit_test(test_readers_survive_mutations),

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,55 +17,68 @@
 #include "probe/probe.h"
 #include "util/clock.h"
 
+#define TOKEN "00112233445566778899aabbccddeeff"
+
+/* A listener on addr for the round TOKEN, open for 30 s. */
+static struct probe_server *listen_on(const char *addr, int port, const char *peer, long max_payload)
+{
+	np_error err = { 0 };
+	struct probe_server *s = NULL;
+	struct probe_server_opts o = { .addr = addr, .port = port, .token = TOKEN, .peer_addr = peer,
+				       .max_payload = max_payload, .deadline_ms = np_now_ms() + 30000 };
+	assert_int_equal(probe_server_start(&o, &s, &err), 0);
+	return s;
+}
+
+static struct probe_server_counts counts(struct probe_server *s)
+{
+	struct probe_server_counts c;
+	probe_server_counts(s, &c);
+	return c;
+}
+
 static void probe_reports_the_source_address_the_peer_saw(void **state)
 {
 	np_error err = { 0 };
-	struct probe_server *s;
-	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	struct probe_server *s = listen_on("127.0.0.1", 0, "127.0.0.1", 0);
 	struct probe_result res;
-	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", probe_server_port(s),
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", probe_server_port(s), TOKEN,
 				    np_now_ms() + 3000, 0, &res, &err), 0);
 	assert_true(res.connected);
 	assert_true(res.source_ok);
 	assert_string_equal(res.seen, "127.0.0.1");
 	assert_string_equal(res.detail, "");
-	int answered, mismatched;
-	probe_server_counts(s, &answered, &mismatched);
-	assert_int_equal(answered, 1);
-	assert_int_equal(mismatched, 0);
+	assert_int_equal(counts(s).answered, 1);
+	assert_int_equal(counts(s).mismatched, 0);
 	probe_server_stop(s);
 }
 
 static void probe_flags_a_published_address_the_peer_did_not_see(void **state)
 {
 	np_error err = { 0 };
-	struct probe_server *s;
-	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	struct probe_server *s = listen_on("127.0.0.1", 0, NULL, 0);
 	struct probe_result res;
 	/* The kernel sends from 127.0.0.1; claiming 127.0.0.9 is a lie the
 	 * listener must expose, as it would expose NAT. */
-	assert_int_equal(probe_peer("127.0.0.9", "127.0.0.1", probe_server_port(s),
+	assert_int_equal(probe_peer("127.0.0.9", "127.0.0.1", probe_server_port(s), TOKEN,
 				    np_now_ms() + 3000, 0, &res, &err), 0);
 	assert_true(res.connected);
 	assert_false(res.source_ok);
 	assert_non_null(strstr(res.detail, "saw this pod as 127.0.0.1, not 127.0.0.9"));
-	int answered, mismatched;
-	probe_server_counts(s, &answered, &mismatched);
-	assert_int_equal(mismatched, 1);
+	assert_int_equal(counts(s).mismatched, 1);
 	probe_server_stop(s);
 }
 
 static void probe_gives_up_at_the_deadline_when_nobody_listens(void **state)
 {
 	np_error err = { 0 };
-	struct probe_server *s;
 	/* Take a free port, then close it so that nothing listens there. */
-	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
+	struct probe_server *s = listen_on("127.0.0.1", 0, NULL, 0);
 	int port = probe_server_port(s);
 	probe_server_stop(s);
 	struct probe_result res;
 	int64_t t0 = np_now_ms();
-	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", port, t0 + 600, 0, &res, &err), 0);
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", port, TOKEN, t0 + 600, 0, &res, &err), 0);
 	int64_t took = np_now_ms() - t0;
 	assert_false(res.connected);
 	assert_non_null(strstr(res.detail, "cannot connect"));
@@ -74,13 +88,13 @@ static void probe_gives_up_at_the_deadline_when_nobody_listens(void **state)
 static void probe_measures_throughput_when_asked(void **state)
 {
 	np_error err = { 0 };
-	struct probe_server *s;
-	assert_int_equal(probe_server_start("::1", 0, &s, &err), 0);
+	struct probe_server *s = listen_on("::1", 0, "::1", 8 << 20);
 	struct probe_result res;
-	assert_int_equal(probe_peer("::1", "0:0::1", probe_server_port(s), np_now_ms() + 5000,
+	assert_int_equal(probe_peer("::1", "0:0::1", probe_server_port(s), TOKEN, np_now_ms() + 5000,
 				    8 << 20, &res, &err), 0);
 	assert_true(res.source_ok);
 	assert_true(res.mbps > 0);
+	assert_int_equal(counts(s).answered, 1);
 	probe_server_stop(s);
 }
 
@@ -99,7 +113,8 @@ static void server_refuses_an_address_it_cannot_bind(void **state)
 	np_error err = { 0 };
 	struct probe_server *s = NULL;
 	/* 192.0.2.1 (TEST-NET-1) is not on any interface here. */
-	assert_int_equal(probe_server_start("192.0.2.1", 0, &s, &err), -1);
+	struct probe_server_opts o = { .addr = "192.0.2.1", .token = TOKEN };
+	assert_int_equal(probe_server_start(&o, &s, &err), -1);
 	assert_null(s);
 	assert_non_null(strstr(err.msg, "cannot listen on 192.0.2.1"));
 }
@@ -121,8 +136,7 @@ static void *flaky_peer(void *arg)
 	close(c); /* RST */
 	close(f->listen_fd);
 	usleep(100000);
-	np_error err = { 0 };
-	probe_server_start("127.0.0.1", f->port, &f->real, &err);
+	f->real = listen_on("127.0.0.1", f->port, NULL, 0);
 	return NULL;
 }
 
@@ -141,7 +155,8 @@ static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
 	assert_int_equal(pthread_create(&t, NULL, flaky_peer, &f), 0);
 	np_error err = { 0 };
 	struct probe_result res;
-	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", f.port, np_now_ms() + 5000, 0, &res, &err), 0);
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", f.port, TOKEN, np_now_ms() + 5000, 0, &res, &err),
+			 0);
 	pthread_join(t, NULL);
 	assert_true(res.source_ok);
 	assert_string_equal(res.detail, "");
@@ -149,36 +164,239 @@ static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
 	probe_server_stop(f.real);
 }
 
-/* Anyone who reaches the probe port may connect.  The listener answers one
- * connection at a time, so a client that claims a payload and then goes
- * silent must not hold it: it is dropped after 5 s of silence, and a claim
- * beyond what --probe-throughput can send is refused at once. */
-static void silent_client_does_not_hold_the_listener(void **state)
+/* A client socket from `from` (a loopback address of this host standing in
+ * for another host) connected to the listener. */
+static int client(const char *from, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in b = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	inet_pton(AF_INET, from, &b.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&b, sizeof(b)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* What the listener answers on fd within ms: the line, "" for a close
+ * without an answer, "(silence)" when it said nothing at all. */
+static const char *answer(int fd, int ms, char *buf, size_t len)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	size_t n = 0;
+	int64_t end = np_now_ms() + ms;
+	while (n + 1 < len && np_left_ms(end) > 0) {
+		if (poll(&p, 1, (int)np_left_ms(end)) <= 0)
+			break;
+		ssize_t r = read(fd, buf + n, len - 1 - n);
+		if (r <= 0) {
+			buf[n] = '\0';
+			return buf;
+		}
+		n += (size_t)r;
+		if (memchr(buf, '\n', n))
+			break;
+	}
+	buf[n] = '\0';
+	return n ? buf : "(silence)";
+}
+
+/* The authentication check as a table: the round's token from the expected
+ * peer is a probe; the token from anyone else is answered (so NAT is still
+ * seen) but never counted; anything else is not a probe of this round. */
+static void hello_check_admits_only_the_rounds_token_from_the_expected_peer(void **state)
+{
+	struct probe_server_opts o = { .token = TOKEN, .peer_addr = "10.9.0.2", .max_payload = 1000 };
+	struct probe_server_opts any = { .token = TOKEN, .max_payload = 0 };
+	static const struct {
+		const char *line, *seen;
+		int opts; /* 0: o, 1: any */
+		enum probe_hello want;
+		long payload;
+	} cases[] = {
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 0", "10.9.0.2", 0, PROBE_HELLO_OK, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 1000", "10.9.0.2", 0, PROBE_HELLO_OK, 1000 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 0", "::ffff:10.9.0.2", 0, PROBE_HELLO_FOREIGN, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 0", "10.9.0.66", 0, PROBE_HELLO_FOREIGN, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.66 0", "10.9.0.66", 1, PROBE_HELLO_OK, 0 },
+		/* the wrong token, an old client, a claim beyond the round's, bad syntax */
+		{ "NICPICK-PROBE 2 00112233445566778899aabbccddeefe 10.9.0.2 0", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 00112233445566778899AABBCCDDEEFF 10.9.0.2 0", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 1 10.9.0.2 0", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 1001", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 17179869184", "10.9.0.2", 1, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 1", "10.9.0.2", 1, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 -1", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 01", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2 0 x", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN "  10.9.0.2 0", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " not-an-address 0", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN " 10.9.0.2", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "NICPICK-PROBE 2 " TOKEN, "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+		{ "", "10.9.0.2", 0, PROBE_HELLO_BAD, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct probe_hello_info info;
+		enum probe_hello got = probe_hello_check(cases[i].line, cases[i].seen, cases[i].opts ? &any : &o, &info);
+		if (got != cases[i].want || (got == PROBE_HELLO_OK && info.payload != cases[i].payload))
+			fail_msg("case %zu (%s from %s): %d, payload %ld", i, cases[i].line, cases[i].seen, got,
+				 info.payload);
+	}
+	/* A listener without a valid token of its own admits nothing. */
+	struct probe_server_opts none = { .token = "" };
+	struct probe_hello_info info;
+	assert_int_equal(probe_hello_check("NICPICK-PROBE 2 " TOKEN " 10.9.0.2 0", "10.9.0.2", &none, &info),
+			 PROBE_HELLO_BAD);
+	char t1[PROBE_TOKEN_MAX], t2[PROBE_TOKEN_MAX];
+	np_error err = { 0 };
+	assert_int_equal(probe_token_new(t1, &err), 0);
+	assert_int_equal(probe_token_new(t2, &err), 0);
+	assert_true(probe_token_ok(t1) && probe_token_ok(t2));
+	assert_string_not_equal(t1, t2);
+}
+
+/* A connection with the wrong token, or from another address, is dropped
+ * or answered without counting; the expected peer's probe still passes. */
+static void listener_counts_only_the_expected_peer(void **state)
 {
 	np_error err = { 0 };
-	struct probe_server *s;
-	assert_int_equal(probe_server_start("127.0.0.1", 0, &s, &err), 0);
-	static const char *claims[] = { "NICPICK-PROBE 1 127.0.0.1 999999999999999\n",
-					"NICPICK-PROBE 1 127.0.0.1 1073741824\n" };
-	int fds[2];
+	struct probe_server *s = listen_on("127.0.0.1", 0, "127.0.0.1", 0);
+	int port = probe_server_port(s);
+	char buf[128];
+	int a = client("127.0.0.2", port);
+	const char *wrong = "NICPICK-PROBE 2 ffffffffffffffffffffffffffffffff 127.0.0.1 0\n";
+	assert_int_equal(write(a, wrong, strlen(wrong)), (ssize_t)strlen(wrong));
+	assert_string_equal(answer(a, 2000, buf, sizeof(buf)), "");
+	close(a);
+	int b = client("127.0.0.2", port);
+	const char *stolen = "NICPICK-PROBE 2 " TOKEN " 127.0.0.1 0\n";
+	assert_int_equal(write(b, stolen, strlen(stolen)), (ssize_t)strlen(stolen));
+	assert_string_equal(answer(b, 2000, buf, sizeof(buf)), "SEEN 127.0.0.2\n");
+	close(b);
+	struct probe_result res;
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", port, TOKEN, np_now_ms() + 3000, 0, &res, &err), 0);
+	assert_true(res.source_ok);
+	struct probe_server_counts c = counts(s);
+	assert_int_equal(c.answered, 1);
+	assert_int_equal(c.foreign, 1);
+	assert_int_equal(c.dropped, 1);
+	/* A prober of another round is turned away and says so. */
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", port, "ffffffffffffffffffffffffffffffff",
+				    np_now_ms() + 800, 0, &res, &err), 0);
+	assert_false(res.source_ok);
+	assert_true(res.connected);
+	assert_non_null(strstr(res.detail, "probe exchange with 127.0.0.1 failed"));
+	assert_int_equal(counts(s).answered, 1);
+	probe_server_stop(s);
+}
+
+/* Anyone who reaches the probe port may connect.  Silent connections, from
+ * other hosts or from the peer's own address, and lying claims must not
+ * hold the listener: the real probe passes at once. */
+static void silent_and_lying_clients_do_not_hold_the_listener(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s = listen_on("127.0.0.1", 0, "127.0.0.1", 0);
+	int port = probe_server_port(s);
+	int fds[64];
+	size_t n = 0;
+	/* More silent connections from another address than there are slots. */
+	for (int i = 0; i < 40; i++)
+		fds[n++] = client("127.0.0.3", port);
+	/* A few from the peer's own address too (a local process), silent. */
+	for (int i = 0; i < PROBE_PEER_SLOTS; i++)
+		fds[n++] = client("127.0.0.1", port);
+	/* Claims of 16 GiB in a round that measures nothing, old and new syntax. */
+	static const char *claims[] = { "NICPICK-PROBE 1 127.0.0.1 17179869184\n",
+					"NICPICK-PROBE 2 " TOKEN " 127.0.0.1 17179869184\n" };
 	for (int i = 0; i < 2; i++) {
-		struct sockaddr_in a = { .sin_family = AF_INET,
-					 .sin_port = htons((uint16_t)probe_server_port(s)) };
-		inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-		assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
-		assert_int_equal(write(fds[i], claims[i], strlen(claims[i])), (ssize_t)strlen(claims[i]));
+		fds[n] = client("127.0.0.1", port);
+		assert_int_equal(write(fds[n], claims[i], strlen(claims[i])), (ssize_t)strlen(claims[i]));
+		n++;
 	}
+	usleep(100000);
 	int64_t t0 = np_now_ms();
 	struct probe_result res;
-	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", probe_server_port(s),
-				    np_now_ms() + 9000, 0, &res, &err), 0);
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", port, TOKEN, np_now_ms() + 9000, 0, &res, &err), 0);
 	assert_true(res.connected);
 	assert_true(res.source_ok);
-	assert_true(np_now_ms() - t0 < 8000);
-	close(fds[0]);
-	close(fds[1]);
+	assert_true(np_now_ms() - t0 < 1000);
+	assert_int_equal(counts(s).answered, 1);
+	char buf[64];
+	assert_string_equal(answer(fds[n - 1], 1000, buf, sizeof(buf)), ""); /* the claims were closed */
+	assert_string_equal(answer(fds[n - 2], 1000, buf, sizeof(buf)), "");
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
 	probe_server_stop(s);
+}
+
+/* The handshake has PROBE_HELLO_MS; a payload must keep PROBE_MIN_RATE_BPS. */
+static void slow_clients_are_closed_at_the_stated_bounds(void **state)
+{
+	struct probe_server *s = listen_on("127.0.0.1", 0, "127.0.0.1", 16L << 20);
+	int port = probe_server_port(s);
+	char buf[64];
+	/* Silent: closed at the handshake bound. */
+	int a = client("127.0.0.1", port);
+	int64_t t0 = np_now_ms();
+	assert_string_equal(answer(a, PROBE_HELLO_MS + 1500, buf, sizeof(buf)), "");
+	int64_t took = np_now_ms() - t0;
+	assert_true(took >= PROBE_HELLO_MS - 100 && took < PROBE_HELLO_MS + 1000);
+	close(a);
+	/* The round's token and a 16 MiB claim, then a trickle. */
+	int b = client("127.0.0.1", port);
+	const char *hello = "NICPICK-PROBE 2 " TOKEN " 127.0.0.1 16777216\n";
+	assert_int_equal(write(b, hello, strlen(hello)), (ssize_t)strlen(hello));
+	t0 = np_now_ms();
+	struct pollfd p = { .fd = b, .events = POLLIN };
+	while (poll(&p, 1, 200) == 0 && np_now_ms() - t0 < 10000)
+		if (write(b, "x", 1) != 1)
+			break;
+	took = np_now_ms() - t0;
+	assert_true(took >= PROBE_RATE_GRACE_MS - 100 && took < PROBE_RATE_GRACE_MS + 1500);
+	assert_string_equal(answer(b, 500, buf, sizeof(buf)), "");
+	close(b);
+	struct probe_server_counts c = counts(s);
+	assert_int_equal(c.answered, 0);
+	assert_int_equal(c.dropped, 2);
+	probe_server_stop(s);
+}
+
+/* No connection outlives the listener's deadline, and stopping waits for
+ * no peer, whatever the peers are doing. */
+static void deadline_and_stop_never_wait_on_a_peer(void **state)
+{
+	np_error err = { 0 };
+	struct probe_server *s = NULL;
+	struct probe_server_opts o = { .addr = "127.0.0.1", .token = TOKEN, .peer_addr = "127.0.0.1",
+				       .max_payload = 16L << 20, .deadline_ms = np_now_ms() + 1200 };
+	assert_int_equal(probe_server_start(&o, &s, &err), 0);
+	int port = probe_server_port(s);
+	int b = client("127.0.0.1", port);
+	const char *hello = "NICPICK-PROBE 2 " TOKEN " 127.0.0.1 16777216\n";
+	assert_int_equal(write(b, hello, strlen(hello)), (ssize_t)strlen(hello));
+	static char chunk[600000]; /* keeps up with the rate, never finishes in time */
+	int64_t t0 = np_now_ms();
+	for (int i = 0; i < 40; i++) {
+		struct pollfd p = { .fd = b, .events = POLLIN };
+		if (poll(&p, 1, 0) == 1)
+			break;
+		if (write(b, chunk, sizeof(chunk) / 4) < 0)
+			break;
+		usleep(100000);
+	}
+	int64_t took = np_now_ms() - t0;
+	assert_true(took < 2500);
+	close(b);
+	int idle[20];
+	for (int i = 0; i < 20; i++)
+		idle[i] = client(i % 2 ? "127.0.0.1" : "127.0.0.4", port);
+	t0 = np_now_ms();
+	probe_server_stop(s);
+	assert_true(np_now_ms() - t0 < 200);
+	for (int i = 0; i < 20; i++)
+		close(idle[i]);
 }
 
 int main(void)
@@ -191,7 +409,11 @@ int main(void)
 		cmocka_unit_test(route_to_loopback_leaves_through_lo),
 		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
 		cmocka_unit_test(probe_retries_a_peer_that_resets_while_it_moves),
-		cmocka_unit_test(silent_client_does_not_hold_the_listener),
+		cmocka_unit_test(hello_check_admits_only_the_rounds_token_from_the_expected_peer),
+		cmocka_unit_test(listener_counts_only_the_expected_peer),
+		cmocka_unit_test(silent_and_lying_clients_do_not_hold_the_listener),
+		cmocka_unit_test(slow_clients_are_closed_at_the_stated_bounds),
+		cmocka_unit_test(deadline_and_stop_never_wait_on_a_peer),
 	};
 	return cmocka_run_group_tests_name("probe", tests, NULL, NULL);
 }

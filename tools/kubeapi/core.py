@@ -96,6 +96,10 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         crt, key, self.ca_path = ensure_certs(self.state_dir, self.sans)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(crt, key)
+        # Client certificates signed by the CA authenticate as their CN (user) and O
+        # (groups), as kube-apiserver's --client-ca-file; offering none is fine.
+        ctx.load_verify_locations(self.ca_path)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
         ctx.set_alpn_protocols(["http/1.1"])     # no h2: clients fall back to HTTP/1.1
         self.ssl_ctx = ctx
         self.httpd = HTTPServer((self.listen, self.req_port), Handler, self)

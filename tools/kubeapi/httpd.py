@@ -204,6 +204,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.acct = (token or "", ua, self.client_address[0])
         with api.tokens_lock:
             user = api.tokens.get(token) if token else None
+        if token is None:
+            user = _cert_user(self.connection)
         req = self.req = {"time": time.time(), "method": self.command, "path": path,
                           "query": url.query, "token": token or "", "user": user or "",
                           "user_agent": ua, "content_type": self.headers.get("Content-Type", ""),
@@ -230,3 +232,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             else:
                 err = ApiError(500, f"Internal error occurred: {type(e).__name__}: {e}")
                 self.send_json(500, err.status())
+
+
+def _cert_user(conn):
+    """Real: x509 request authentication (k8s.io/apiserver pkg/authentication/request/x509,
+    CommonNameUserConversion): the verified client certificate's CN is the user."""
+    try:
+        cert = conn.getpeercert()
+    except (AttributeError, ValueError):
+        return None
+    for rdn in (cert or {}).get("subject", ()):
+        for k, v in rdn:
+            if k == "commonName" and v:
+                return v
+    return None

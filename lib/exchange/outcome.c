@@ -1,0 +1,154 @@
+/* nicpick.io/outcome: how a pod's nicpick ended, for `nicpick status`.
+ * One writer and one strict reader, as for the exchange's other messages. */
+#include "exchange/message.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/jsonread.h"
+#include "util/text.h"
+
+#define OUTCOME_EPOCH_MAX 1000000
+#define OUTCOME_BUSBW_MAX 1e6 /* GB/s */
+
+static const char *const smoke_names[] = {
+	[EXCHANGE_SMOKE_SKIPPED] = "skipped",
+	[EXCHANGE_SMOKE_PASSED] = "passed",
+	[EXCHANGE_SMOKE_FAILED] = "failed",
+};
+
+const char *exchange_smoke_name(enum exchange_smoke s)
+{
+	return (size_t)s < sizeof(smoke_names) / sizeof(smoke_names[0]) ? smoke_names[s] : "?";
+}
+
+static json_t *clean(const char *s, size_t max)
+{
+	char buf[EXCHANGE_REASON_MAX];
+	np_text_clean(buf, max < sizeof(buf) ? max : sizeof(buf), s, NP_TEXT_SPACE);
+	return json_string(buf);
+}
+
+int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_error *err)
+{
+	json_t *j = json_pack("{s:i, s:b, s:i, s:i, s:s, s:f, s:i, s:i}", "v", EXCHANGE_MSG_VERSION,
+			      "ok", o->ok, "status", o->ok ? 0 : o->status, "epoch", o->epoch, "smoke",
+			      exchange_smoke_name(o->smoke), "min_busbw", o->min_busbw, "nccl", o->nccl,
+			      "warnings", o->warnings);
+	if (j && !o->ok)
+		json_object_set_new(j, "reason", clean(o->reason, sizeof(o->reason)));
+	if (j && o->has_busbw)
+		json_object_set_new(j, "busbw", json_real(o->busbw));
+	if (j && o->suspect[0])
+		json_object_set_new(j, "suspect", clean(o->suspect, sizeof(o->suspect)));
+	if (j && o->suspect[0] && o->suspect_rank >= 0)
+		json_object_set_new(j, "suspect_rank", json_integer(o->suspect_rank));
+	if (j && o->warning[0])
+		json_object_set_new(j, "warning", clean(o->warning, sizeof(o->warning)));
+	*json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(j);
+	if (!*json)
+		return np_error_set(err, NP_EINTERNAL, 0, "cannot write the outcome: out of memory");
+	return 0;
+}
+
+static int bad(np_error *err, const char *why)
+{
+	return np_error_set(err, NP_EK8S, 0, "bad outcome: %s", why);
+}
+
+static int get_int(const json_t *o, const char *key, long long min, long long max, int *dst,
+		   char *why)
+{
+	long v;
+	if (np_json_int(o, key, true, min, max, &v, why) < 0)
+		return -1;
+	*dst = (int)v;
+	return 0;
+}
+
+int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome *out,
+			   np_error *err)
+{
+	static const char *const keys[] = { "v",     "ok",	 "status",  "reason",   "epoch",
+					    "smoke", "busbw",	 "min_busbw", "suspect", "suspect_rank", "nccl",
+					    "warnings", "warning", NULL };
+	char why[NP_JSON_WHY_MAX] = "", smoke[16];
+	memset(out, 0, sizeof(*out));
+	if (len > EXCHANGE_MSG_MAX_BYTES) {
+		snprintf(why, sizeof(why), "%zu bytes, more than %d", len, EXCHANGE_MSG_MAX_BYTES);
+		return bad(err, why);
+	}
+	json_error_t je;
+	json_t *o = json ? json_loadb(json, len, JSON_REJECT_DUPLICATES, &je) : NULL;
+	if (!o) {
+		snprintf(why, sizeof(why), "not JSON: %s", json ? je.text : "empty");
+		return bad(err, why);
+	}
+	long version = 0;
+	int ret = -1;
+	if (!json_is_object(o)) {
+		snprintf(why, sizeof(why), "not a JSON object");
+		goto out;
+	}
+	if (np_json_check_keys(o, keys, why) < 0 ||
+	    np_json_int(o, "v", true, 1, 1LL << 40, &version, why) < 0)
+		goto out;
+	if (version != EXCHANGE_MSG_VERSION) {
+		snprintf(why, sizeof(why), "version %ld, this nicpick reads %d", version,
+			 EXCHANGE_MSG_VERSION);
+		goto out;
+	}
+	int r;
+	if (np_json_bool(o, "ok", &out->ok, why) < 0 ||
+	    get_int(o, "status", 0, 255, &out->status, why) < 0 ||
+	    get_int(o, "epoch", 0, OUTCOME_EPOCH_MAX, &out->epoch, why) < 0 ||
+	    np_json_str(o, "smoke", true, NP_CS_CLS, 1, smoke, sizeof(smoke), why) < 0 ||
+	    np_json_num(o, "min_busbw", true, 0, OUTCOME_BUSBW_MAX, &out->min_busbw, why) < 0 ||
+	    (r = np_json_num(o, "busbw", false, 0, OUTCOME_BUSBW_MAX, &out->busbw, why)) < 0 ||
+	    get_int(o, "nccl", 0, 1 << 30, &out->nccl, why) < 0 ||
+	    get_int(o, "warnings", 0, 1 << 20, &out->warnings, why) < 0 ||
+	    np_json_str(o, "reason", !out->ok, NP_CS_UTF8, out->ok ? 0 : 1, out->reason,
+			sizeof(out->reason), why) < 0 ||
+	    np_json_str(o, "suspect", false, NP_CS_UTF8, 1, out->suspect, sizeof(out->suspect), why) < 0 ||
+	    np_json_str(o, "warning", false, NP_CS_UTF8, 1, out->warning, sizeof(out->warning), why) < 0)
+		goto out;
+	out->has_busbw = r == 0;
+	long sr = -1;
+	if (np_json_int(o, "suspect_rank", false, 0, 1 << 20, &sr, why) < 0)
+		goto out;
+	out->suspect_rank = (int)sr;
+	if (sr >= 0 && !out->suspect[0]) {
+		snprintf(why, sizeof(why), "\"suspect_rank\" without \"suspect\"");
+		goto out;
+	}
+	if (out->ok != (out->status == 0)) {
+		snprintf(why, sizeof(why), "\"ok\" is %s with \"status\" %d", out->ok ? "true" : "false",
+			 out->status);
+		goto out;
+	}
+	if (out->ok && json_object_get(o, "reason")) {
+		snprintf(why, sizeof(why), "\"reason\" given with \"ok\" true");
+		goto out;
+	}
+	bool known = false;
+	for (size_t i = 0; i < sizeof(smoke_names) / sizeof(smoke_names[0]); i++)
+		if (strcmp(smoke, smoke_names[i]) == 0) {
+			out->smoke = (enum exchange_smoke)i;
+			known = true;
+		}
+	if (!known) {
+		snprintf(why, sizeof(why), "\"smoke\" is \"%s\"", smoke);
+		goto out;
+	}
+	ret = 0;
+out:
+	json_decref(o);
+	if (ret < 0) {
+		memset(out, 0, sizeof(*out));
+		return bad(err, why);
+	}
+	return 0;
+}

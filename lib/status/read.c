@@ -1,0 +1,259 @@
+/* Reading the job's pods and Events from the API, once or following them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "k8s/k8s.h"
+#include "status/status.h"
+#include "util/cleanup.h"
+
+/* The label each kind's controller puts on its pods with the job's name. */
+static const char *kind_label(enum status_kind k)
+{
+	switch (k) {
+	case STATUS_KIND_JOB:
+		return "batch.kubernetes.io/job-name";
+	case STATUS_KIND_PYTORCHJOB:
+		return "training.kubeflow.org/job-name";
+	case STATUS_KIND_JOBSET:
+	case STATUS_KIND_TRAINJOB:
+		return "jobset.sigs.k8s.io/jobset-name";
+	case STATUS_KIND_ANY:
+		break;
+	}
+	return NULL;
+}
+
+static int selector_of(enum status_kind k, const char *job, char *buf, size_t len, np_error *err)
+{
+	int w = snprintf(buf, len, "%s=%s", kind_label(k), job);
+	if (w < 0 || (size_t)w >= len)
+		return np_error_set(err, NP_EUSAGE, 0, "job name '%.64s...' is too long", job);
+	return 0;
+}
+
+/* An API error, with what to grant when it is a 403 (the client's
+ * message names the verb and resource that were refused). */
+static int api_error(np_error *err)
+{
+	if (strncmp(err->msg, "forbidden:", 10) == 0) {
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n,
+			 "; nicpick status needs get, list and watch on pods and list on events: "
+			 "deploy/rbac-status.yaml is that Role");
+	}
+	return -1;
+}
+
+static int list_pods(struct k8s_client *k, const char *ns, const char *sel, json_t **items,
+		     np_error *err)
+{
+	json_t *list = NULL;
+	if (k8s_list_pods(k, ns, sel, NULL, &list, err) < 0)
+		return api_error(err);
+	*items = json_incref(json_object_get(list, "items"));
+	json_decref(list);
+	if (!json_is_array(*items)) {
+		json_decref(*items);
+		*items = NULL;
+		return np_error_set(err, NP_EK8S, 0, "the pod list in %s has no items", ns);
+	}
+	return 0;
+}
+
+static int list_events(struct k8s_client *k, const char *ns, json_t **items, np_error *err)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+	json_t *list = NULL;
+	if (k8s_get(k, path, &list, err) < 0)
+		return api_error(err);
+	*items = json_incref(json_object_get(list, "items"));
+	json_decref(list);
+	if (!*items)
+		*items = json_array();
+	return 0;
+}
+
+/* Which kind names pods JOB: the one given, else the one kind whose
+ * label carries that name and whose pods the agreement's rule maps to it. */
+static int find_kind(struct k8s_client *k, const char *ns, const char *job, enum status_kind *kind,
+		     json_t **items, np_error *err)
+{
+	char sel[JOBS_SELECTOR_MAX];
+	if (*kind != STATUS_KIND_ANY) {
+		if (selector_of(*kind, job, sel, sizeof(sel), err) < 0)
+			return -1;
+		return list_pods(k, ns, sel, items, err);
+	}
+	static const enum status_kind kinds[] = { STATUS_KIND_JOB, STATUS_KIND_PYTORCHJOB,
+						  STATUS_KIND_JOBSET };
+	enum status_kind found[3];
+	json_t *got[3] = { NULL, NULL, NULL };
+	size_t n = 0;
+	int ret = -1;
+	for (size_t i = 0; i < 3; i++) {
+		json_t *it = NULL;
+		if (selector_of(kinds[i], job, sel, sizeof(sel), err) < 0 ||
+		    list_pods(k, ns, sel, &it, err) < 0)
+			goto out;
+		/* a JobSet's Jobs label their pods with the Job's name too: they
+		 * belong to the JobSet, as the rule says */
+		struct status_job v;
+		np_error e = { 0 };
+		if (status_build(it, NULL, ns, job, kinds[i], &v, &e) == 0 && v.n_pods) {
+			found[n] = kinds[i];
+			got[n++] = it;
+		} else {
+			json_decref(it);
+		}
+		status_job_free(&v);
+	}
+	if (n > 1) {
+		np_error_set(err, NP_EUSAGE, 0, "%s names pods of a %s and a %s in namespace %s: pass --kind",
+			     job, status_kind_name(found[0]), status_kind_name(found[1]), ns);
+		goto out;
+	}
+	*kind = n ? found[0] : STATUS_KIND_ANY;
+	*items = n ? json_incref(got[0]) : json_array();
+	ret = 0;
+out:
+	for (size_t i = 0; i < n; i++)
+		json_decref(got[i]);
+	return ret;
+}
+
+int status_read(struct k8s_client *k, const char *ns, const char *job, enum status_kind kind,
+		struct status_job *out, np_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	json_t *items = NULL, *events = NULL;
+	int ret = -1;
+	if (find_kind(k, ns, job, &kind, &items, err) < 0)
+		goto out;
+	if (json_array_size(items) && list_events(k, ns, &events, err) < 0)
+		goto out;
+	ret = status_build(items, events, ns, job, kind, out, err);
+out:
+	json_decref(items);
+	json_decref(events);
+	return ret;
+}
+
+/* ---- --watch ---- */
+
+struct follow {
+	struct k8s_client *k;
+	const char *ns, *job;
+	enum status_kind kind;
+	json_t *pods; /* name -> Pod */
+	json_t *events;
+	int64_t events_at;
+	char *last;   /* the last view handed out, as JSON */
+	status_view_cb cb;
+	void *ud;
+	np_error *err;
+	bool done;
+};
+
+#define EVENTS_EVERY_MS 2000
+
+static int show(struct follow *f)
+{
+	int64_t now = k8s_mono_ms();
+	if (!f->events || now - f->events_at >= EVENTS_EVERY_MS) {
+		json_t *ev = NULL;
+		if (list_events(f->k, f->ns, &ev, f->err) < 0)
+			return -1;
+		json_decref(f->events);
+		f->events = ev;
+		f->events_at = now;
+	}
+	json_t *arr = json_array();
+	const char *name;
+	json_t *pod;
+	json_object_foreach(f->pods, name, pod)
+		json_array_append(arr, pod);
+	struct status_job v;
+	int ret = arr ? status_build(arr, f->events, f->ns, f->job, f->kind, &v, f->err)
+		      : np_error_set(f->err, NP_EINTERNAL, 0, "out of memory");
+	json_decref(arr);
+	if (ret < 0) {
+		status_job_free(&v);
+		return -1;
+	}
+	char *now_json = status_json(&v);
+	if (now_json && (!f->last || strcmp(now_json, f->last) != 0)) {
+		free(f->last);
+		f->last = now_json;
+		now_json = NULL;
+		if (f->cb(&v, f->ud))
+			f->done = true;
+	}
+	free(now_json);
+	if (v.state != STATUS_WAITING)
+		f->done = true;
+	status_job_free(&v);
+	return 0;
+}
+
+static int on_event(enum k8s_watch_type type, json_t *obj, void *ud)
+{
+	struct follow *f = ud;
+	const char *name;
+	switch (type) {
+	case K8S_WATCH_RELIST: {
+		json_object_clear(f->pods);
+		size_t i;
+		json_t *p;
+		json_array_foreach(json_object_get(obj, "items"), i, p)
+			if ((name = json_string_value(json_object_get(json_object_get(p, "metadata"), "name"))))
+				json_object_set(f->pods, name, p);
+		break;
+	}
+	case K8S_WATCH_ADDED:
+	case K8S_WATCH_MODIFIED:
+		if ((name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))))
+			json_object_set(f->pods, name, obj);
+		break;
+	case K8S_WATCH_DELETED:
+		if ((name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))))
+			json_object_del(f->pods, name);
+		break;
+	case K8S_WATCH_BOOKMARK:
+		return 0;
+	}
+	if (show(f) < 0)
+		return -1;
+	return f->done ? 1 : 0;
+}
+
+int status_watch(struct k8s_client *k, const char *ns, const char *job, enum status_kind kind,
+		 status_view_cb cb, void *ud, np_error *err)
+{
+	/* The first view decides the kind; a job with no pods yet is watched
+	 * as the kind asked for, or as a Job. */
+	struct status_job v;
+	if (status_read(k, ns, job, kind, &v, err) < 0) {
+		status_job_free(&v);
+		return -1;
+	}
+	enum status_kind use = v.kind != STATUS_KIND_ANY ? v.kind : STATUS_KIND_JOB;
+	status_job_free(&v);
+	char sel[JOBS_SELECTOR_MAX];
+	if (selector_of(use, job, sel, sizeof(sel), err) < 0)
+		return -1;
+	struct follow f = { .k = k, .ns = ns, .job = job, .kind = use, .pods = json_object(),
+			    .cb = cb, .ud = ud, .err = err };
+	if (!f.pods)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	int ret = k8s_watch_pods(k, ns, sel, NULL, NULL, on_event, &f, err);
+	if (ret < 0 && !err->msg[0])
+		np_error_set(err, NP_EK8S, 0, "watching the pods of %s failed", job);
+	if (ret < 0)
+		api_error(err);
+	json_decref(f.pods);
+	json_decref(f.events);
+	free(f.last);
+	return ret;
+}
