@@ -54,6 +54,7 @@ struct gather {
 	bool need_assign; /* a pod restarted and lost its assignment */
 	struct agree_versions versions; /* of the reports last decided on */
 	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
+	struct k8s_limiter *assign_lim; /* their budget (publish.c) */
 };
 
 /* members.c */
