@@ -12,29 +12,22 @@ static bool member_done(const struct gather *g, const struct member *m)
 	return g->phase == PH_GATHER ? m->has_report : m->has_probe && m->probe.epoch == g->epoch;
 }
 
+/* From the counts alone: O(1) per watch event. */
 bool gather_ready(struct gather *g, const char *self)
 {
-	size_t n = gather_select_members(g);
-	if (g->phase == PH_GATHER) {
-		if ((int)n != g->expect)
-			return false;
-		for (size_t i = 0; i < g->n; i++)
-			if (g->m[i].selected && !g->m[i].has_report)
-				return false;
+	size_t n = gather_selected(g);
+	if (g->phase == PH_GATHER)
+		return (int)n == g->expect && g->n_reported == n;
+	/* The gatherer's own part is on its pod only once its own patch came
+	 * back through the watch: it does not wait for that. */
+	const struct member *me = gather_member(g, self, false);
+	bool me_missing = me && me->selected && me->assigned_epoch != g->epoch;
+	size_t unassigned = g->n_unassigned - (me_missing ? 1 : 0);
+	if (unassigned > 0) {
+		g->need_assign = true;
 		return true;
 	}
-	for (size_t i = 0; i < g->n; i++) {
-		struct member *m = &g->m[i];
-		if (!m->selected)
-			continue;
-		if (m->assigned_epoch != g->epoch && strcmp(m->name, self) != 0) {
-			g->need_assign = true;
-			return true;
-		}
-		if (!member_done(g, m))
-			return false;
-	}
-	return true;
+	return g->n_probed == n;
 }
 
 void gather_progress(struct gather *g, const char *leader_uid, const char *leader_pod,
@@ -46,7 +39,7 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 	p->phase = g->phase == PH_GATHER ? EXCHANGE_GATHERING : EXCHANGE_PROBING;
 	p->round = g->epoch;
 	p->expect = g->expect;
-	p->created = (int)gather_select_members(g);
+	p->created = (int)gather_selected(g);
 	for (size_t i = 0; i < g->n; i++) {
 		struct member *m = &g->m[i];
 		if (!m->selected)
@@ -57,9 +50,9 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 		}
 		if (p->n_missing < EXCHANGE_MISSING_SHOWN)
 			snprintf(p->missing[p->n_missing++], sizeof(p->missing[0]), "%s", m->name);
-		if (m->report_why[0] && !p->refused[0]) {
-			char r[sizeof(p->refused) + sizeof(m->report_why)];
-			snprintf(r, sizeof(r), "%s: %s", m->name, m->report_why);
+		if (m->why && !p->refused[0]) {
+			char r[sizeof(p->refused) + 256];
+			snprintf(r, sizeof(r), "%s: %.250s", m->name, m->why);
 			exchange_text_copy(p->refused, sizeof(p->refused), r);
 		}
 		p->missing_total++;
@@ -69,7 +62,7 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 
 int gather_check_count(struct gather *g, np_error *err)
 {
-	int n = (int)gather_select_members(g);
+	int n = (int)gather_selected(g);
 	if (n <= g->expect)
 		return 0;
 	return np_error_set(err, NP_EK8S, 0,
@@ -94,17 +87,13 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 	if (type == K8S_WATCH_BOOKMARK)
 		return 0;
 	if (type == K8S_WATCH_RELIST) {
-		for (size_t i = 0; i < g->n; i++)
-			g->m[i].live = false;
+		gather_members_relist(g);
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
 		json_array_foreach(items, i, it)
 			gather_member_update(g, x->uid, it);
 	} else if (type == K8S_WATCH_DELETED) {
-		struct member *m = gather_member(g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
-		const char *uid = ex_meta(obj, "uid");
-		if (m && uid && strcmp(m->uid, uid) == 0)
-			m->live = false;
+		gather_member_gone(g, ex_meta(obj, "name"), ex_meta(obj, "uid"));
 	} else {
 		gather_member_update(g, x->uid, obj);
 	}
@@ -166,15 +155,16 @@ static int watch(struct ex *x, np_error *err)
 	return !x->failed && ex_past_deadline(x) ? deadline_error(x, err) : -1;
 }
 
-static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
+/* The selected members' reports, as the decision reads them. */
+static int build_reports(struct gather *g, struct agree_view **out, size_t *n)
 {
 	size_t k = 0;
-	struct agree_report *r = malloc(sizeof(*r) * (g->n ? g->n : 1));
+	struct agree_view *r = malloc(sizeof(*r) * (g->n ? g->n : 1));
 	if (!r)
 		return -1;
 	for (size_t i = 0; i < g->n; i++)
-		if (g->m[i].selected)
-			r[k++] = *g->m[i].rep;
+		if (g->m[i].selected && g->m[i].has_report)
+			r[k++] = g->m[i].rep;
 	*out = r;
 	*n = k;
 	return 0;
@@ -187,10 +177,15 @@ static int own_probe(struct ex *x, long bytes, np_error *err)
 	struct member *me = gather_member(g, x->name, false);
 	if (!me)
 		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
-	if (ex_probe_round(x, x->uid, g->epoch, me->parts, me->n_parts, bytes, &me->probe, err) < 0)
-		return -1;
-	me->has_probe = true;
-	return 0;
+	struct exchange_probe *pr = malloc(sizeof(*pr));
+	if (!pr)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	int r = ex_probe_round(x, x->uid, g->epoch, me->parts, me->n_parts, bytes, pr, err);
+	me = gather_member(g, x->name, false);
+	if (r == 0)
+		gather_member_set_probe(g, me, pr);
+	free(pr);
+	return r;
 }
 
 static int wait_probes(struct ex *x, np_error *err)
@@ -203,7 +198,7 @@ static int wait_probes(struct ex *x, np_error *err)
 		if (!x->g->need_assign)
 			return 0;
 		/* A pod restarted: hand the new incarnation its part again. */
-		if (gather_publish_round(x, NULL, err) < 0)
+		if (gather_publish_round(x, NULL, true, err) < 0)
 			return -1;
 	}
 }
@@ -213,7 +208,7 @@ static int wait_probes(struct ex *x, np_error *err)
 static int run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err)
 {
 	x->g->state = state;
-	return gather_publish_round(x, NULL, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
+	return gather_publish_round(x, NULL, false, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
 		       ? -1
 		       : 0;
@@ -221,13 +216,13 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 
 static int decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err)
 {
-	struct agree_report *reps;
+	struct agree_view *reps;
 	size_t n;
 	if (build_reports(x->g, &reps, &n) < 0) {
 		memset(d, 0, sizeof(*d));
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	}
-	int r = agree_decide(reps, n, opt, d, err);
+	int r = agree_decide_views(reps, n, opt, d, err);
 	free(reps);
 	return r;
 }
@@ -238,12 +233,12 @@ static int decide(struct ex *x, struct agree_options *opt, struct agree_decision
 static int compare_versions(struct ex *x, np_error *err)
 {
 	struct gather *g = x->g;
-	struct agree_report *reps;
+	struct agree_view *reps;
 	size_t n;
 	if (build_reports(g, &reps, &n) < 0)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	struct agree_versions v;
-	agree_versions_compare(reps, n, &v);
+	agree_versions_compare_views(reps, n, &v);
 	free(reps);
 	g->versions = v;
 	if (v.warning[0] && x->o->require_same_versions)
@@ -299,7 +294,7 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 			const struct member *m = &g->m[i];
 			if (!m->selected)
 				continue;
-			double v = t < m->probe.n && m->probe.t[t].ok ? m->probe.t[t].mbps : 0;
+			double v = t < m->probe.n && m->probe.ok[t] ? m->probe.mbps[t] : 0;
 			if (worst < 0 || v < worst)
 				worst = v;
 		}
@@ -346,8 +341,7 @@ static int publish_failure(struct ex *x, np_error *err)
 	np_error keep = *err, perr = { 0 };
 	x->g->epoch++;
 	clear_parts(x->g);
-	gather_select_members(x->g);
-	if (gather_publish_round(x, &keep, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, &perr) < 0)
+	if (gather_publish_round(x, &keep, false, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, &perr) < 0)
 		ex_log(x, EXCHANGE_WARN, "cannot tell the other pods: %s", perr.msg);
 	*err = keep;
 	return -1;
@@ -424,12 +418,12 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 		size_t off = 0;
 		for (size_t i = 0; i < g->n; i++) {
 			const struct member *m = &g->m[i];
-			if (!m->selected || (m->probe.n > 0 && m->probe.t[0].ok))
+			if (!m->selected || (m->probe.n > 0 && m->probe.ok[0]))
 				continue;
 			if (off < sizeof(why))
 				off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s", off ? "; " : "",
 							m->name,
-							m->probe.t[0].detail[0] ? m->probe.t[0].detail : "probe failed");
+							m->probe.detail ? m->probe.detail : "probe failed");
 		}
 		if (!why[0]) {
 			fill_result(x, &d, res);

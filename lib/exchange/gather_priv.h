@@ -4,33 +4,70 @@
 #define NP_GATHER_PRIV_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "exchange/exchange_priv.h"
 
 #define PUBLISH_CONNS_MAX 8
 
+/* What the gatherer keeps of a pod's probe result (of this gatherer). */
+struct member_probe {
+	int epoch;
+	size_t n;
+	bool ok[EXCHANGE_PARTS_MAX];
+	double mbps[EXCHANGE_PARTS_MAX];
+	char *detail; /* of the first trial when it failed; NULL: none */
+};
+
+/* One pod of the job.  Everything is sized by what the pod has: a job of
+ * 16,384 pods keeps about 2 KB a pod. */
 struct member {
-	char name[AGREE_NAME_MAX];
-	char uid[AGREE_UID_MAX];
-	char key[AGREE_NAME_MAX]; /* job index: earlier attempts share it */
-	char created[40];
+	char *name;
+	char *uid;
+	char *key; /* job index: earlier attempts share it */
+	char created[32];
 	bool live;
 	bool has_report;
-	char report_why[256]; /* why the report was refused */
-	struct agree_report *rep;
+	char *why; /* why the report or probe was refused; NULL: none */
+	struct agree_view rep; /* valid when has_report; storage in rep_mem */
+	void *rep_mem;
+	uint64_t rep_hash, as_hash, pr_hash; /* annotation texts last read */
 	int assigned_epoch; /* epoch of the assignment on the object */
 	bool has_probe;
-	struct exchange_probe probe; /* of this gatherer, epoch probe.epoch */
+	struct member_probe probe; /* of this gatherer, epoch probe.epoch */
 	bool selected; /* the member counted for its key */
+	size_t next_same_key; /* the next member with this key; SIZE_MAX: none */
 	size_t n_parts; /* this pod's parts of the current round */
-	struct exchange_part parts[EXCHANGE_PARTS_MAX];
+	struct exchange_part *parts;
 };
 
 enum phase { PH_GATHER, PH_PROBE };
 
+/* An open-addressing index of strings to member positions (never shrinks:
+ * members are never removed). */
+struct member_index {
+	uint32_t *slot; /* position + 1; 0: empty */
+	size_t cap;	/* a power of two, or 0 */
+	size_t used;
+};
+
+/* The pods of one job index (a key), chained through next_same_key. */
+struct member_group {
+	char *key;
+	size_t head; /* first member; SIZE_MAX: none */
+};
+
 struct gather {
 	struct member *m;
 	size_t n, cap;
+	struct member_group *groups;
+	size_t n_groups, cap_groups;
+	struct member_index by_name, by_key; /* positions in m and in groups */
+	/* Counts kept as members change: of the selected members, how many
+	 * reported, probed in this epoch, and lack this epoch's part. */
+	size_t n_selected, n_reported, n_probed, n_unassigned;
+	int counted_epoch;
+	enum phase counted_phase;
 	enum phase phase;
 	enum exchange_state state; /* of the round handed out: probe or measure */
 	int epoch;
@@ -45,15 +82,31 @@ struct gather {
 
 /* members.c */
 struct member *gather_member(struct gather *g, const char *name, bool create);
-/* Fold one Pod object into the member table; the gatherer is leader_uid. */
+/* Fold one Pod object into the member table; the gatherer is leader_uid.
+ * O(1) amortised, plus the pod's earlier attempts. */
 void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod);
-/* Pick, per job index, the newest live pod; returns how many. */
-size_t gather_select_members(struct gather *g);
+/* The pod is gone (a DELETED event of this uid). */
+void gather_member_gone(struct gather *g, const char *name, const char *uid);
+/* A re-list begins: every member is gone until the list says otherwise. */
+void gather_members_relist(struct gather *g);
+/* Set a member's fields the way an update would, keeping the counts (the
+ * setters are how anything but gather_member_update changes a member). */
+void gather_member_set(struct gather *g, struct member *m, bool live, const char *key,
+		       const char *created);
+void gather_member_set_report(struct gather *g, struct member *m, const struct agree_report *r);
+void gather_member_set_probe(struct gather *g, struct member *m, const struct exchange_probe *p);
+void gather_member_set_assigned(struct gather *g, struct member *m, int epoch);
+void gather_member_set_why(struct member *m, const char *why);
+const char *gather_member_why(const struct member *m);
+/* The counts again from the table: after the epoch or phase changed. */
+void gather_recount(struct gather *g);
+/* How many members count (the newest live pod of each job index). */
+size_t gather_selected(struct gather *g);
 void gather_free_members(struct gather *g);
 
 /* gather.c, pure: the member table is all they read. */
 /* Every report is in (gathering) or every probe result (probing); a pod
- * that lost its assignment sets g->need_assign and is ready too. */
+ * that lost its assignment sets g->need_assign and is ready too.  O(1). */
 bool gather_ready(struct gather *g, const char *self);
 /* What the gatherer waits for. */
 void gather_progress(struct gather *g, const char *leader_uid, const char *leader_pod,
@@ -63,8 +116,9 @@ int gather_check_count(struct gather *g, np_error *err);
 
 /* publish.c */
 /* Tell every selected pod its part of the round (or the failure, with
- * err's status and message when failure is given). */
-int gather_publish_round(struct ex *x, const np_error *failure, np_error *err);
+ * err's status and message when failure is given); only_missing: only the
+ * pods without this epoch's part (a pod restarted). */
+int gather_publish_round(struct ex *x, const np_error *failure, bool only_missing, np_error *err);
 /* The round's state on the gatherer's own pod. */
 int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, np_error *err);
 /* What the gatherer waits for, on its own pod. */

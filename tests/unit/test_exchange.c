@@ -384,16 +384,27 @@ static void test_follower_says_what_it_waits_for(void **state)
 
 /* ---- the gatherer's table ---- */
 
+/* A live member of its own job index, through the setters that keep the
+ * table's counts (as gather_member_update does). */
 static struct member *member(struct gather *g, const char *name, bool report)
 {
 	struct member *m = gather_member(g, name, true);
 	assert_non_null(m);
-	snprintf(m->uid, sizeof(m->uid), "uid-%s", name);
-	snprintf(m->key, sizeof(m->key), "%s", name);
-	snprintf(m->created, sizeof(m->created), "2026-01-01T00:00:00Z");
-	m->live = true;
-	m->has_report = report;
+	gather_member_set(g, m, true, name, "2026-01-01T00:00:00Z");
+	if (report) {
+		static struct agree_report r;
+		memset(&r, 0, sizeof(r));
+		snprintf(r.pod, sizeof(r.pod), "%s", name);
+		gather_member_set_report(g, m, &r);
+		assert_true(m->has_report);
+	}
 	return m;
+}
+
+static void probed(struct gather *g, struct member *m, int epoch)
+{
+	struct exchange_probe p = { .epoch = epoch };
+	gather_member_set_probe(g, m, &p);
 }
 
 static void test_gatherer_waits_for_every_report_and_names_the_missing(void **state)
@@ -445,9 +456,8 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	member(&g, "job-0", true);
 	struct member *old = member(&g, "job-1-old", true);
 	struct member *now = member(&g, "job-1", true);
-	snprintf(old->key, sizeof(old->key), "job-1"); /* an earlier attempt of index 1 */
-	snprintf(now->key, sizeof(now->key), "job-1");
-	snprintf(now->created, sizeof(now->created), "2026-01-01T00:05:00Z");
+	gather_member_set(&g, old, true, "job-1", NULL); /* an earlier attempt of index 1 */
+	gather_member_set(&g, now, true, "job-1", "2026-01-01T00:05:00Z");
 	np_error err = { 0 };
 	assert_int_equal(gather_check_count(&g, &err), 0);
 	assert_true(gather_ready(&g, "job-0"));
@@ -456,27 +466,25 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	g.phase = PH_PROBE;
 	g.epoch = 3;
 	for (size_t i = 0; i < g.n; i++)
-		g.m[i].assigned_epoch = 3;
-	gather_member(&g, "job-0", false)->has_probe = true;
-	gather_member(&g, "job-0", false)->probe.epoch = 3;
-	now->has_probe = true;
-	now->probe.epoch = 2; /* an earlier round's result */
+		gather_member_set_assigned(&g, &g.m[i], 3);
+	probed(&g, gather_member(&g, "job-0", false), 3);
+	probed(&g, now, 2); /* an earlier round's result */
 	assert_false(gather_ready(&g, "job-0"));
 	struct exchange_progress p;
 	gather_progress(&g, "uid-job-0", "job-0", &p);
 	assert_int_equal(p.phase, EXCHANGE_PROBING);
 	assert_int_equal(p.missing_total, 1);
 	assert_string_equal(p.missing[0], "job-1");
-	snprintf(now->report_why, sizeof(now->report_why), "bad probe result: \"ok\" is not a boolean");
+	gather_member_set_why(now, "bad probe result: \"ok\" is not a boolean");
 	gather_progress(&g, "uid-job-0", "job-0", &p);
 	assert_string_equal(p.refused, "job-1: bad probe result: \"ok\" is not a boolean");
 	char text[512];
 	exchange_progress_text(&p, text, sizeof(text));
 	assert_non_null(strstr(text, "; refused: job-1: bad probe result"));
-	now->probe.epoch = 3;
+	probed(&g, now, 3);
 	assert_true(gather_ready(&g, "job-0"));
 	/* A pod restarted and lost its part: hand it out again. */
-	now->assigned_epoch = 0;
+	gather_member_set_assigned(&g, now, 0);
 	g.need_assign = false;
 	assert_true(gather_ready(&g, "job-0"));
 	assert_true(g.need_assign);
@@ -558,9 +566,9 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 		assert_non_null(m);
 		if (m->live != cases[i].live || m->has_report != cases[i].has_report ||
 		    m->has_probe != cases[i].has_probe || m->assigned_epoch != cases[i].assigned_epoch ||
-		    !strstr(m->report_why, cases[i].why))
+		    !strstr(gather_member_why(m), cases[i].why))
 			fail_msg("case %zu: live %d report %d probe %d epoch %d why '%s'", i, m->live,
-				 m->has_report, m->has_probe, m->assigned_epoch, m->report_why);
+				 m->has_report, m->has_probe, m->assigned_epoch, gather_member_why(m));
 		assert_string_equal(m->key, "1/");
 		gather_free_members(&g);
 	}
@@ -568,6 +576,62 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 	free(as_mine);
 	free(as_other);
 	free(pr);
+}
+
+/* The counts the gatherer keeps as events come are the counts a full
+ * recount of the table gives, after any sequence of events: new pods,
+ * replacements of a job index (newer creation), deletions, re-lists. */
+static void test_gatherer_counts_match_a_recount_after_any_events(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	unsigned seed = 12345;
+	for (int step = 0; step < 4000; step++) {
+		seed = seed * 1103515245u + 12345u;
+		unsigned r = seed >> 8;
+		char name[32], uid[32], idx[16], created[32];
+		unsigned pod = r % 97, attempt = (r >> 7) % 3;
+		snprintf(name, sizeof(name), "job-%u-%u", pod % 41, attempt);
+		snprintf(uid, sizeof(uid), "u-%u-%u-%u", pod % 41, attempt, (r >> 9) % 2);
+		snprintf(idx, sizeof(idx), "%u", pod % 41);
+		snprintf(created, sizeof(created), "2026-01-01T00:0%u:00Z", attempt);
+		if ((r >> 12) % 50 == 0) {
+			gather_members_relist(&g);
+			continue;
+		}
+		if ((r >> 12) % 7 == 0) {
+			gather_member_gone(&g, name, uid);
+			continue;
+		}
+		if ((r >> 12) % 23 == 0)
+			g.epoch++;
+		json_t *pod_obj = json_pack("{s:{s:s, s:s, s:s, s:{s:s}, s:{}}, s:{s:s}}", "metadata", "name",
+					    name, "uid", uid, "creationTimestamp", created, "labels",
+					    "batch.kubernetes.io/job-completion-index", idx, "annotations",
+					    "status", "phase", (r >> 15) % 9 == 0 ? "Failed" : "Running");
+		gather_member_update(&g, "uid-g", pod_obj);
+		json_decref(pod_obj);
+		size_t sel = gather_selected(&g), unassigned = g.n_unassigned, reported = g.n_reported;
+		size_t per_key = 0;
+		gather_recount(&g);
+		assert_int_equal(sel, g.n_selected);
+		assert_int_equal(unassigned, g.n_unassigned);
+		assert_int_equal(reported, g.n_reported);
+		/* One member per job index with a live pod, the newest. */
+		for (size_t i = 0; i < g.n; i++) {
+			if (!g.m[i].selected)
+				continue;
+			per_key++;
+			assert_true(g.m[i].live);
+			for (size_t k = 0; k < g.n; k++)
+				if (k != i && g.m[k].live && !strcmp(g.m[k].key, g.m[i].key))
+					assert_true(strcmp(g.m[k].created, g.m[i].created) < 0 ||
+						    (strcmp(g.m[k].created, g.m[i].created) == 0 &&
+						     strcmp(g.m[k].name, g.m[i].name) < 0));
+		}
+		assert_int_equal(per_key, sel);
+	}
+	gather_free_members(&g);
 }
 
 int main(void)
@@ -583,6 +647,7 @@ int main(void)
 		cmocka_unit_test(test_gatherer_waits_for_every_report_and_names_the_missing),
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
+		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
