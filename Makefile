@@ -171,7 +171,7 @@ $(FAKEGPU): tests/doubles/fakegpu.c lib/smoke/gpu_api.h
 # The tests/live binaries need the test API server: `make unit` builds them
 # (so that one pytest file can be run after it) and `make integration` runs
 # them through pytest (tests/integration/test_k8s_client.py), case by case.
-unit: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
+unit: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU) $(BENCH_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 integration: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
@@ -219,10 +219,14 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-$(BUILD)/bench-gather: bench/gather.c $(BUILD)/libnicpick.a
+# Every compiled benchmark (bench/NAME.c -> build/bench-NAME): `make unit`
+# builds them too, so a benchmark that no longer builds fails CI.
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%)
+$(BENCH_BIN): $(BUILD)/bench-%: bench/%.c $(BUILD)/libnicpick.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-bench: deps all $(BUILD)/bench-gather
+bench: deps all $(BENCH_BIN)
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:

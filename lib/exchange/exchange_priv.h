@@ -46,6 +46,7 @@ struct ex {
 	bool leader;
 	struct agree_report mine;
 	char rv[64];
+	size_t list_page; /* > 0: the watch lists in pages of this many pods */
 	bool stop;   /* the watch callback asked to act */
 	bool failed; /* ... or failed, with err */
 	np_error err;

@@ -92,13 +92,21 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		size_t i;
 		json_array_foreach(items, i, it)
 			gather_member_update(g, x->uid, it);
+	} else if (type == K8S_WATCH_RELIST_BEGIN) {
+		gather_members_relist(g);
+		g->relisting = true;
+		return 0;
 	} else if (type == K8S_WATCH_DELETED) {
 		gather_member_gone(g, ex_meta(obj, "name"), ex_meta(obj, "uid"));
-	} else {
+	} else if (type != K8S_WATCH_RELIST_END) {
 		gather_member_update(g, x->uid, obj);
 	}
+	if (type == K8S_WATCH_RELIST_END)
+		g->relisting = false;
+	if (g->relisting)
+		return 0; /* the rest of the list is still to come */
 	np_error e = { 0 };
-	if (type == K8S_WATCH_RELIST && !g->published[0])
+	if ((type == K8S_WATCH_RELIST || type == K8S_WATCH_RELIST_END) && !g->published[0])
 		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
 	if (gather_check_count(g, &e) < 0) {
 		fail(x, &e);
@@ -450,6 +458,7 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!g)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	x->g = g;
+	x->list_page = GATHER_LIST_PAGE;
 	if (count_pods(x, err) < 0)
 		return -1;
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);

@@ -9,6 +9,9 @@
 #include "exchange/exchange_priv.h"
 
 #define PUBLISH_CONNS_MAX 8
+/* The gatherer lists the job's pods in pages of this many (client-go's
+ * pager: 500, tools/pager/pager.go defaultPageSize). */
+#define GATHER_LIST_PAGE 500
 
 /* What the gatherer keeps of a pod's probe result (of this gatherer). */
 struct member_probe {
@@ -76,6 +79,7 @@ struct gather {
 	char probe_status[EXCHANGE_DETAIL_MAX];
 	char published[1024]; /* the progress last written on the gatherer's pod */
 	bool need_assign; /* a pod restarted and lost its assignment */
+	bool relisting;	  /* between RELIST_BEGIN and RELIST_END: the view is partial */
 	struct agree_versions versions; /* of the reports last decided on */
 	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
 };
