@@ -355,6 +355,78 @@ static int publish_failure(struct ex *x, np_error *err)
 	return -1;
 }
 
+bool ex_published_round(const struct ex *x, struct exchange_round *out)
+{
+	const char *rd = ex_annotation(x->pod, EXCHANGE_ANN_ROUND);
+	np_error e = { 0 };
+	return rd && exchange_round_parse(rd, strlen(rd), out, &e) == 0 && strcmp(out->leader, x->uid) == 0 &&
+	       out->epoch >= 1;
+}
+
+bool ex_round_final(const struct ex *x)
+{
+	struct exchange_round r;
+	return ex_published_round(x, &r) && r.state == EXCHANGE_FINAL;
+}
+
+/* A restarted gatherer container (same pod, same uid) goes on from the
+ * round it published: the next round is numbered after it, so that no
+ * message of an earlier round can pass for one of the new; and a final
+ * round stands, with this pod's part as it was handed out (its followers
+ * have taken it and gone). */
+static void resume(struct ex *x)
+{
+	struct gather *g = x->g;
+	struct exchange_round r;
+	if (!ex_published_round(x, &r))
+		return;
+	g->epoch = r.epoch;
+	const char *a = ex_annotation(x->pod, EXCHANGE_ANN_ASSIGN);
+	struct exchange_assignment *as = r.state == EXCHANGE_FINAL ? malloc(sizeof(*as)) : NULL;
+	np_error e = { 0 };
+	if (as && a && exchange_assignment_parse(a, strlen(a), as, &e) == 0 && strcmp(as->leader, x->uid) == 0 &&
+	    as->epoch == r.epoch && as->state == EXCHANGE_PROBE && as->n_parts == 1) {
+		g->resume_routed = strcmp(as->parts[0].net, "routed") == 0;
+		g->resume_final = g->resume_routed || agree_network_parse(as->parts[0].net, &g->final_net, &e) == 0;
+	}
+	free(as);
+	ex_log(x, EXCHANGE_INFO, "this pod gathered before: round %d was %s; %s", r.epoch,
+	       exchange_state_name(r.state),
+	       g->resume_final ? "its result stands" : "the next round follows it");
+}
+
+/* The final round that resume() found, decided again from the same
+ * reports (pure): this pod's part and the decision for its outputs.
+ * Returns 1 when it stands, 0 when the reports now say otherwise (a new
+ * round follows), -1 on error. */
+static int resume_final(struct ex *x, const struct agree_options *opt, struct exchange_result *res,
+			np_error *err)
+{
+	struct gather *g = x->g;
+	struct agree_options o = *opt;
+	struct agree_decision d;
+	g->resume_final = false;
+	if (!g->resume_routed) {
+		o.has_cidr = true;
+		o.cidr = g->final_net.pfx;
+	}
+	np_error e = { 0 };
+	if (decide(x, &o, &d, &e) < 0 || d.routed != g->resume_routed ||
+	    (!d.routed && !np_prefix_equal(&d.rails[0].net.pfx, &g->final_net.pfx))) {
+		agree_decision_free(&d);
+		ex_log(x, EXCHANGE_INFO, "round %d no longer stands on these reports: deciding again", g->epoch);
+		return 0;
+	}
+	g->n_pods = (int)d.n_pods;
+	if (gather_rail_assign(x, &d.rails[0], false, err) < 0) {
+		agree_decision_free(&d);
+		return -1;
+	}
+	ex_log(x, EXCHANGE_INFO, "round %d stands: %zu pods on %s", g->epoch, d.n_pods, d.rails[0].net.text);
+	fill_result(x, &d, res);
+	return 1;
+}
+
 static int count_pods(struct ex *x, np_error *err)
 {
 	struct gather *g = x->g;
@@ -395,6 +467,11 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			return -1;
 		if (compare_versions(x, err) < 0)
 			return publish_failure(x, err);
+		if (g->resume_final) {
+			int r = resume_final(x, &opt, res, err);
+			if (r != 0)
+				return r < 0 ? -1 : 0;
+		}
 
 		struct agree_decision d;
 		if (decide(x, &opt, &d, err) < 0) {
@@ -461,6 +538,7 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	x->list_page = GATHER_LIST_PAGE;
 	if (count_pods(x, err) < 0)
 		return -1;
+	resume(x);
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);
 	if (rounds(x, res, err) == 0)
 		return 0;

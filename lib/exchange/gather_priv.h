@@ -80,6 +80,9 @@ struct gather {
 	char published[1024]; /* the progress last written on the gatherer's pod */
 	bool need_assign; /* a pod restarted and lost its assignment */
 	bool relisting;	  /* between RELIST_BEGIN and RELIST_END: the view is partial */
+	/* A restarted gatherer whose last round was final (resume()). */
+	bool resume_final, resume_routed;
+	struct agree_network final_net;
 	struct agree_versions versions; /* of the reports last decided on */
 	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
 };
