@@ -7,7 +7,7 @@
  * gives pods 1..N-1 their report (nicpick.io/report, 4 candidates: the fast
  * network, management, the cni0 decoy with the same address everywhere, a
  * VLAN) and their probe result for round 1 of this gatherer
- * (nicpick.io/probe), then runs `nicpick select --peers k8s` as pod 0.  What
+ * (nicpick.io/probe), and runs `nicpick select --peers k8s` as pod 0.  What
  * the gatherer does is what it does in a job: list the job's pods (in
  * pages), wait for every report, decide, hand each pod its part (N
  * patches), probe its own ring neighbour, wait for every probe result,
@@ -23,6 +23,9 @@
  * 16,384 pods <= 30 s CPU and <= 128 MiB.
  *
  * Environment: NICPICK (build/nicpick), BENCH_SIZES (1024,2048,4096,16384),
+ * BENCH_EVENTS (1: the reports are published while the gatherer watches
+ * and the probe results once it has handed out round 1, as in a job, so
+ * that it reads them as watch events; 0: all seeded before it starts),
  * BENCH_CANDS (candidates per report, 4), BENCH_TIMEOUT (the gatherer's
  * --timeout, 900), BENCH_REALISTIC (1: pods of realistic size, with
  * managedFields, when the server offers --realistic-pods; 0: minimal
@@ -373,9 +376,8 @@ static struct k8s_client *client(struct server *s, const char *token_file, struc
 	return c;
 }
 
-/* Seed the job: N pods, then every pod but the gatherer's its report and
- * its probe result (they need the uids the server gave). */
-static void seed(struct k8s_client *c, size_t n, size_t ncand, char ***uids_out, size_t *pod_bytes)
+/* Seed the job's N pods; *uids gets the uids the server gave them. */
+static void seed_pods(struct k8s_client *c, size_t n, char ***uids_out, size_t *pod_bytes)
 {
 	char **uids = calloc(n, sizeof(*uids));
 	char name[64], idx[24], node[64];
@@ -410,21 +412,44 @@ static void seed(struct k8s_client *c, size_t n, size_t ncand, char ***uids_out,
 		}
 		json_decref(out);
 	}
-	char *probe = probe_json(uids[0]);
+	*uids_out = uids;
+}
+
+/* Every pod but the gatherer publishes its report (probe NULL), or its
+ * probe result of the gatherer's round: one write per pod, as in a job. */
+static void seed_annotations(struct k8s_client *c, size_t n, size_t ncand, char **uids, const char *probe)
+{
+	char name[64];
 	for (size_t first = 1; first < n; first += SEED_CHUNK) {
 		json_t *pods = json_array();
 		for (size_t i = first; i < n && i < first + SEED_CHUNK; i++) {
-			char *rep = report_json(i, uids[i], ncand);
+			char *rep = probe ? NULL : report_json(i, uids[i], ncand);
 			pod_name(i, name, sizeof(name));
-			json_array_append_new(pods, json_pack("{s:{s:s, s:{s:s, s:s}}}", "metadata", "name", name,
-							      "annotations", EXCHANGE_ANN_REPORT, rep,
-							      EXCHANGE_ANN_PROBE, probe));
+			json_array_append_new(pods, json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name,
+							      "annotations",
+							      probe ? EXCHANGE_ANN_PROBE : EXCHANGE_ANN_REPORT,
+							      probe ? probe : rep));
 			free(rep);
 		}
 		json_decref(admin(c, "seed", json_pack("{s:o}", "pods", pods)));
 	}
-	free(probe);
-	*uids_out = uids;
+}
+
+/* The round the gatherer has handed out, from its pod: its epoch, or 0. */
+static int round_out(struct k8s_client *c, const char *gatherer, const char *uid)
+{
+	json_t *pod = admin(c, "objects", json_pack("{s:s, s:s, s:s, s:s}", "op", "get", "resource", "pods",
+						     "namespace", NS, "name", gatherer));
+	const char *rd = json_string_value(json_object_get(
+		json_object_get(json_object_get(pod, "metadata"), "annotations"), EXCHANGE_ANN_ROUND));
+	struct exchange_round r;
+	np_error e = { 0 };
+	int epoch = rd && exchange_round_parse(rd, strlen(rd), &r, &e) == 0 && strcmp(r.leader, uid) == 0 &&
+			    (r.state == EXCHANGE_PROBE || r.state == EXCHANGE_FINAL)
+		    ? r.epoch
+		    : 0;
+	json_decref(pod);
+	return epoch;
 }
 
 static long counter(json_t *c, const char *key)
@@ -433,7 +458,7 @@ static long counter(json_t *c, const char *key)
 }
 
 static void one_size(const char *nicpick, const char *python, const char *snap, size_t n, size_t ncand,
-		     bool realistic, int probe_port, int timeout, struct fig *f)
+		     bool realistic, bool events, int probe_port, int timeout, struct fig *f)
 {
 	struct server s = { 0 };
 	struct k8s_config acfg, gcfg;
@@ -446,7 +471,12 @@ static void one_size(const char *nicpick, const char *python, const char *snap, 
 	struct k8s_client *ac = client(&s, admin_tok, &acfg);
 	double t0 = now_s();
 	char **uids = NULL;
-	seed(ac, n, ncand, &uids, &f->pod_bytes);
+	seed_pods(ac, n, &uids, &f->pod_bytes);
+	if (!events)
+		seed_annotations(ac, n, ncand, uids, NULL);
+	char *probe = probe_json(uids[0]);
+	if (!events)
+		seed_annotations(ac, n, ncand, uids, probe);
 	f->seed_s = now_s() - t0;
 	json_decref(admin(ac, "counters/reset", json_object()));
 	double scpu0 = proc_cpu(server_pid);
@@ -477,7 +507,17 @@ static void one_size(const char *nicpick, const char *python, const char *snap, 
 	}
 	int st = 0;
 	struct rusage ru;
-	if (wait4(pid, &st, 0, &ru) < 0)
+	pid_t done = 0;
+	if (events) {
+		/* The other pods publish while the gatherer watches: their
+		 * reports, then, once it has handed out round 1, their probes. */
+		seed_annotations(ac, n, ncand, uids, NULL);
+		while ((done = wait4(pid, &st, WNOHANG, &ru)) == 0 && round_out(ac, name, uids[0]) < 1)
+			usleep(50000);
+		if (done == 0)
+			seed_annotations(ac, n, ncand, uids, probe);
+	}
+	if (done == 0 && wait4(pid, &st, 0, &ru) < 0)
 		die("wait4: %s", strerror(errno));
 	f->wall = now_s() - w0;
 	f->server_cpu = proc_cpu(server_pid) - scpu0;
@@ -529,6 +569,7 @@ static void one_size(const char *nicpick, const char *python, const char *snap, 
 	for (size_t i = 0; i < n; i++)
 		free(uids[i]);
 	free(uids);
+	free(probe);
 	k8s_client_free(ac);
 	free(acfg.ca_file);
 	free(acfg.token_file);
@@ -568,6 +609,7 @@ int main(void)
 	if (ncand < 1 || ncand > AGREE_CAND_MAX || timeout < 1)
 		die("BENCH_CANDS must be 1..%d, BENCH_TIMEOUT positive", AGREE_CAND_MAX);
 	bool realistic = want_real && server_has(python, "--realistic-pods");
+	bool events = !getenv("BENCH_EVENTS") || strcmp(getenv("BENCH_EVENTS"), "0") != 0;
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -592,14 +634,16 @@ int main(void)
 		die("`nicpick discover --json` failed in %s", ns_a);
 
 	printf("gather: the real gatherer (%s select --peers k8s) against tools/kubeapi; %zu candidates a "
-	       "report; pods %s\n",
+	       "report; %s; pods %s\n",
 	       nicpick, ncand,
+	       events ? "reports and probe results come as watch events while it gathers"
+		      : "reports and probe results seeded before it starts",
 	       realistic ? "of realistic size (--realistic-pods: managedFields, defaults)"
 			 : want_real ? "minimal (this test server has no --realistic-pods)" : "minimal");
 	fflush(stdout);
 	struct fig figs[MAX_SIZES];
 	for (size_t i = 0; i < n_sizes; i++) {
-		one_size(nicpick, python, snap, sizes[i], ncand, realistic, nb.port, timeout, &figs[i]);
+		one_size(nicpick, python, snap, sizes[i], ncand, realistic, events, nb.port, timeout, &figs[i]);
 		struct fig *f = &figs[i];
 		printf("  N=%5zu: gatherer CPU %6.2f s (user %.2f, sys %.2f), peak RSS %6.1f MiB, wall %6.1f s; "
 		       "API %ld requests (%ld lists, %ld watches, %ld patches), %.1f MiB in, %.1f MiB out; "
