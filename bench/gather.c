@@ -420,19 +420,24 @@ static void seed_pods(struct k8s_client *c, size_t n, char ***uids_out, size_t *
 static void seed_annotations(struct k8s_client *c, size_t n, size_t ncand, char **uids, const char *probe)
 {
 	char name[64];
-	for (size_t first = 1; first < n; first += SEED_CHUNK) {
-		json_t *pods = json_array();
-		for (size_t i = first; i < n && i < first + SEED_CHUNK; i++) {
-			char *rep = probe ? NULL : report_json(i, uids[i], ncand);
-			pod_name(i, name, sizeof(name));
-			json_array_append_new(pods, json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name,
-							      "annotations",
-							      probe ? EXCHANGE_ANN_PROBE : EXCHANGE_ANN_REPORT,
-							      probe ? probe : rep));
-			free(rep);
+	json_t *pods = json_array();
+	size_t bytes = 0;
+	for (size_t i = 1; i < n; i++) {
+		char *rep = probe ? NULL : report_json(i, uids[i], ncand);
+		pod_name(i, name, sizeof(name));
+		bytes += strlen(probe ? probe : rep) + 128;
+		json_array_append_new(pods, json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name, "annotations",
+						      probe ? EXCHANGE_ANN_PROBE : EXCHANGE_ANN_REPORT,
+						      probe ? probe : rep));
+		free(rep);
+		/* The server takes request bodies of up to 3 MiB, as kube-apiserver. */
+		if (bytes > (2u << 20) || json_array_size(pods) == SEED_CHUNK || i == n - 1) {
+			json_decref(admin(c, "seed", json_pack("{s:o}", "pods", pods)));
+			pods = json_array();
+			bytes = 0;
 		}
-		json_decref(admin(c, "seed", json_pack("{s:o}", "pods", pods)));
 	}
+	json_decref(pods);
 }
 
 /* The round the gatherer has handed out, from its pod: its epoch, or 0. */
