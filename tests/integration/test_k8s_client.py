@@ -23,6 +23,8 @@ CASES = [
     "test_get_patch_list_with_selectors",
     "test_get_job_completions",
     "test_create_event_on_pod",
+    "test_list_pages_deliver_every_pod_once",
+    "test_list_expired_continue_lists_again_from_the_start",
     "test_watch_sees_modified_after_patch",
     "test_watch_bookmarks_advance_resource_version",
     "test_watch_dropped_resumes_without_losing_events",
