@@ -97,9 +97,13 @@ $(BUILD)/nicpick: $(CMD_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The smoke companion: dynamically linked so that it can dlopen NCCL and
-# the CUDA runtime (lib/smoke/smoke.h says why it is a separate program).
+# the CUDA runtime (lib/smoke/smoke.h says why it is a separate program;
+# its code is lib/gpu).  In the static build's own tree the release rule
+# below makes it, so that each target has one rule.
+ifneq ($(BUILD),$(STATIC_DIR))
 $(BUILD)/nicpick-smoke: $(SMOKE_OBJ) $(BUILD)/libnicpick.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
 
 # `make static`: a fully static x86-64 build/static/nicpick (stripped), and
 # beside it the smoke companion as a release ships it.
@@ -163,7 +167,7 @@ run: deps
 # A test double of libnccl.so.2 and libcudart.so (tests/doubles/fakegpu.c):
 # built for the tests only, never installed or shipped.
 FAKEGPU := $(BUILD)/tests/libfakegpu.so
-$(FAKEGPU): tests/doubles/fakegpu.c lib/smoke/gpu_api.h
+$(FAKEGPU): tests/doubles/fakegpu.c lib/gpu/gpu_api.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -D_GNU_SOURCE -Ilib \
 	  -shared -fPIC -o $@ $<

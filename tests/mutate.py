@@ -18,9 +18,9 @@ PY = "/usr/bin/python3"
 
 # name: (file, old, new, pytest selections)
 MUTATIONS = {
-    "source-check": ("lib/exchange/exchange.c", "t->ok = pr.connected && pr.source_ok;",
+    "source-check": ("lib/exchange/plumbing.c", "t->ok = pr.connected && pr.source_ok;",
                      "t->ok = pr.connected;", ["tests/integration/test_agree_e2e.py"]),
-    "route-device": ("lib/exchange/exchange.c", "} else if (strcmp(dev, p->ifname) != 0) {",
+    "route-device": ("lib/exchange/plumbing.c", "} else if (strcmp(dev, p->ifname) != 0) {",
                      "} else if (0 && strcmp(dev, p->ifname) != 0) {",
                      ["tests/integration/test_agree_e2e.py"]),
     "duplicate-address": ("lib/agree/decide.c", "if (c->e[a].pod != c->e[b - 1].pod) {",

@@ -16,8 +16,9 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
-#include "smoke/gpu.h"
+#include "gpu/gpu.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 #define PREFIXES_MAX 32
 
@@ -50,10 +51,7 @@ __attribute__((noreturn)) static void finish(int code)
 static int emit(struct smoke_result *r, const np_error *err)
 {
 	if (err && err->status) {
-		snprintf(r->error, sizeof(r->error), "%s", err->msg);
-		for (char *p = r->error; *p; p++)
-			if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-				*p = '?';
+		np_text_clean(r->error, sizeof(r->error), err->msg, NP_TEXT_ASCII);
 	}
 	char *json = NULL;
 	np_error jerr = { 0 };
@@ -130,25 +128,25 @@ int main(int argc, char **argv)
 
 	static char prefix_buf[PREFIXES_MAX][SMOKE_PATH_MAX];
 	const char *prefixes[PREFIXES_MAX + 1] = { 0 };
-	size_t np = smoke_python_prefixes(getenv("PATH"), getenv("VIRTUAL_ENV"),
+	size_t np = gpu_python_prefixes(getenv("PATH"), getenv("VIRTUAL_ENV"),
 					  getenv("CONDA_PREFIX"), prefix_buf, PREFIXES_MAX);
 	for (size_t i = 0; i < np; i++)
 		prefixes[i] = prefix_buf[i];
 	const char *nccl = getenv("NICPICK_NCCL_LIB"), *cudart = getenv("NICPICK_CUDART_LIB");
-	struct smoke_search s = { .nccl_lib = nccl && *nccl ? nccl : NULL,
+	struct gpu_search s = { .nccl_lib = nccl && *nccl ? nccl : NULL,
 				  .cudart_lib = cudart && *cudart ? cudart : NULL,
 				  .prefixes = prefixes };
-	struct smoke_libs libs;
-	if (smoke_libs_load(&s, &libs, &r, &err) < 0 || smoke_device_query(&libs, (int)gpu, &r, &err) < 0)
+	struct gpu_libs libs;
+	if (gpu_libs_load(&s, &libs, &r, &err) < 0 || gpu_device_query(&libs, (int)gpu, &r, &err) < 0)
 		finish(emit(&r, &err));
 	if (!run) {
 		r.ok = true;
 		r.phase = SMOKE_PHASE_DONE;
 		finish(emit(&r, NULL));
 	}
-	struct smoke_run_opts o = { .rank = (int)rank, .world = (int)world, .max_bytes = (long)bytes,
+	struct gpu_run_opts o = { .rank = (int)rank, .world = (int)world, .max_bytes = (long)bytes,
 				    .deadline_ms = deadline };
-	if (smoke_rank_run(&libs, &o, &r, &err) < 0)
+	if (gpu_rank_run(&libs, &o, &r, &err) < 0)
 		finish(emit(&r, &err));
 	finish(emit(&r, NULL));
 }

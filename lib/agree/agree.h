@@ -237,8 +237,6 @@ int agree_decide_views(const struct agree_view *reports, size_t n, const struct 
 		       struct agree_decision *out, np_error *err);
 void agree_decision_free(struct agree_decision *d);
 
-/* The decision as a JSON tree, for decision.json (NULL: out of memory). */
-json_t *agree_decision_json(const struct agree_decision *d);
 
 /* The smoke test's place of one pod on a rail: the gatherer is rank 0, the
  * other pods follow in the rail's order (pod name), skipping the gatherer;

@@ -1,238 +1,16 @@
-/* The exchange: shared plumbing, the follower, and the entry point.  The
- * gatherer's side is in gather.c. */
+/* The exchange's entry point: this pod's report, then the gatherer's side
+ * (gather.c) or the follower's (follow.c), over the plumbing in plumbing.c. */
 #include "exchange/exchange.h"
 
 #include <arpa/inet.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "exchange/exchange_priv.h"
 #include "jobs/jobs.h"
 #include "probe/probe.h"
-#include "util/clock.h"
 #include "util/testhook.h"
-
-void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
-{
-	if (!x->o->log)
-		return;
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	x->o->log(x->o->log_ud, lvl, msg);
-}
-
-const char *ex_annotation(const json_t *pod, const char *key)
-{
-	return json_string_value(
-		json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
-}
-
-const char *ex_meta(const json_t *obj, const char *key)
-{
-	return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
-}
-
-const char *ex_label(const json_t *pod, const char *key)
-{
-	return json_string_value(
-		json_object_get(json_object_get(json_object_get(pod, "metadata"), "labels"), key));
-}
-
-int ex_patch_annotations(struct ex *x, const char *pod, json_t *annotations, np_error *err)
-{
-	json_t *patch = json_pack("{s:{s:o}}", "metadata", "annotations", annotations);
-	int r = k8s_patch_pod(x->k, x->ns, pod, patch, NULL, err);
-	json_decref(patch);
-	if (r < 0)
-		return np_error_wrap(err, "cannot annotate pod %s", pod);
-	return 0;
-}
-
-int ex_annotate_self(struct ex *x, const char *key, const char *json, np_error *err)
-{
-	json_t *a = json_object();
-	if (!a || json_object_set_new(a, key, json_string(json)) < 0) {
-		json_decref(a);
-		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	}
-	return ex_patch_annotations(x, x->name, a, err);
-}
-
-/* The API client's timers may fire a little before the clock reaches the
- * deadline: what ends that close to it ended because of it. */
-#define EX_DEADLINE_SLACK_MS 250
-
-bool ex_past_deadline(const struct ex *x)
-{
-	return np_now_ms() + EX_DEADLINE_SLACK_MS >= x->o->deadline_ms;
-}
-
-struct tick_ctx {
-	struct ex *x;
-	void (*tick)(struct ex *);
-};
-
-static void on_tick(void *ud)
-{
-	struct tick_ctx *t = ud;
-	t->tick(t->x);
-}
-
-/* One watch until the callback asks to act, an error, or the deadline; the
- * client's progress ticks say every log_interval_ms what it waits for, so
- * the connection stays open however long the wait (a follower's traffic
- * must not grow with the time the job takes to gather). */
-int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_watch_cb cb,
-	     void (*tick)(struct ex *), np_error *err)
-{
-	if (x->failed)
-		return -1;
-	if (np_now_ms() >= x->o->deadline_ms)
-		return np_error_set(err, NP_EK8S, 0, "deadline reached");
-	struct tick_ctx t = { .x = x, .tick = tick };
-	k8s_client_set_deadline(x->w, x->o->deadline_ms);
-	k8s_client_set_tick(x->w, x->o->log_interval_ms, tick ? on_tick : NULL, &t);
-	x->stop = false;
-	struct k8s_watch_opts wo = { .page_limit = x->list_page };
-	int r = k8s_watch_pods_opt(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, &wo, cb, x,
-				   err);
-	k8s_client_set_tick(x->w, 0, NULL, NULL);
-	if (x->failed) {
-		*err = x->err;
-		return -1;
-	}
-	if (x->stop)
-		return 0;
-	return r < 0 ? -1 : np_error_set(err, NP_EK8S, 0, "the watch ended early");
-}
-
-/* Keep the newest resourceVersion seen, so that a resumed watch loses nothing. */
-void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj)
-{
-	const char *rv = ex_meta(obj, "resourceVersion");
-	if (rv && strlen(rv) < sizeof(x->rv))
-		snprintf(x->rv, sizeof(x->rv), "%s", rv);
-	(void)type;
-}
-
-/* --- the probe round, the same on every pod ----------------------------- */
-
-void ex_probe_servers_stop(struct ex *x)
-{
-	for (size_t i = 0; i < x->n_servers; i++)
-		probe_server_stop(x->servers[i]);
-	x->n_servers = 0;
-}
-
-/* Listen on each address this pod has in the round, then probe the ring
- * neighbour on each and check the route. */
-static int probe_parts(struct ex *x, const struct exchange_part *parts, size_t n, long bytes,
-		       struct exchange_probe *out, np_error *err)
-{
-	/* This pod holds its part of a decision and is about to probe. */
-	np_test_point("after-decision");
-	ex_probe_servers_stop(x);
-	bool listening[EX_SERVERS_MAX] = { false };
-	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
-		struct probe_server *s;
-		struct exchange_trial *t = &out->t[i];
-		np_error lerr = { 0 };
-		if (probe_server_start(parts[i].addr, x->o->probe_port, &s, &lerr) < 0) {
-			t->ok = false;
-			exchange_text_copy(t->detail, sizeof(t->detail), lerr.msg);
-			continue;
-		}
-		listening[i] = true;
-		x->servers[x->n_servers++] = s;
-	}
-	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
-		const struct exchange_part *p = &parts[i];
-		struct exchange_trial *t = &out->t[i];
-		out->n = i + 1;
-		if (!listening[i])
-			continue; /* could not even listen */
-		char why[512] = "";
-		t->ok = true;
-		if (p->next_addr[0]) {
-			char dev[IFNAMSIZ] = "";
-			np_error rerr = { 0 };
-			if (probe_route_dev(p->next_addr, dev, sizeof(dev), &rerr) < 0) {
-				t->ok = false;
-				snprintf(why, sizeof(why), "%s", rerr.msg);
-			} else if (strcmp(dev, p->ifname) != 0) {
-				t->ok = false;
-				snprintf(why, sizeof(why), "the route to %s leaves through %s, not %s",
-					 p->next_addr, dev, p->ifname);
-			}
-			if (t->ok) {
-				struct probe_result pr;
-				/* Leave the gatherer time to react within the deadline. */
-				int64_t pd = np_now_ms() + EX_PROBE_WINDOW_MS;
-				if (pd > x->o->deadline_ms)
-					pd = x->o->deadline_ms;
-				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, pd, bytes, &pr, err) < 0)
-					return -1;
-				t->ok = pr.connected && pr.source_ok;
-				t->mbps = pr.mbps;
-				snprintf(why, sizeof(why), "%s", pr.detail);
-			}
-		}
-		exchange_text_copy(t->detail, sizeof(t->detail), why);
-		ex_log(x, t->ok ? EXCHANGE_INFO : EXCHANGE_WARN, "probe %s -> %s on %s: %s%s%s", p->addr,
-		       p->next_addr[0] ? p->next_addr : "(alone)", p->ifname, t->ok ? "ok" : "FAILED",
-		       why[0] ? ": " : "", why);
-	}
-	return 0;
-}
-
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct exchange_part *parts,
-		   size_t n, long bytes, struct exchange_probe *out, np_error *err)
-{
-	memset(out, 0, sizeof(*out));
-	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
-	out->epoch = epoch;
-	char *s = NULL;
-	if (probe_parts(x, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
-		return -1;
-	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
-	free(s);
-	if (r == 0)
-		np_test_point("after-probe");
-	return r;
-}
-
-/* --- entry --------------------------------------------------------------- */
-
-/* Walk the key=value terms of a selector against a pod's labels: each key
- * must be a label, and with `values` carry the term's value. */
-static bool labels_match(const json_t *pod, const char *selector, bool values)
-{
-	char buf[1024];
-	snprintf(buf, sizeof(buf), "%s", selector);
-	char *save = NULL;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(t, '=');
-		if (!eq && values)
-			return false;
-		if (eq)
-			*eq = '\0';
-		const char *v = ex_label(pod, t);
-		if (!v || (values && strcmp(v, eq + 1) != 0))
-			return false;
-	}
-	return true;
-}
-
-bool ex_pod_matches(const json_t *pod, const char *selector)
-{
-	return labels_match(pod, selector, true);
-}
 
 /* Give each candidate the gateway its interface reaches, a default route's
  * first: pods in different subnets can only agree on a routed fabric, and
@@ -259,12 +37,6 @@ static int add_gateways(struct agree_report *r, const struct nic_list *nics, np_
 	}
 	free(gw);
 	return 0;
-}
-
-/* Every key the selector names is a label of this pod (values may differ). */
-static bool labels_present(const json_t *pod, const char *selector)
-{
-	return labels_match(pod, selector, false);
 }
 
 int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
@@ -297,7 +69,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	x->sel = o->selector ? o->selector : sel;
 	x->leader_sel = o->leader_selector ? o->leader_selector : lsel;
-	if (!labels_present(x->pod, x->leader_sel)) {
+	if (!ex_pod_has_labels(x->pod, x->leader_sel)) {
 		np_error_set(err, NP_EUSAGE, 0,
 			     "this pod has no label to tell which pod gathers (%s): run the job with "
 			     "completionMode: Indexed, or pass --leader-selector",

@@ -1,4 +1,5 @@
-/* Internals shared by exchange.c (plumbing, follower) and gather.c. */
+/* Internals shared by exchange.c (the entry point), plumbing.c, follow.c
+ * and gather.c. */
 #ifndef NP_EXCHANGE_PRIV_H
 #define NP_EXCHANGE_PRIV_H
 
@@ -80,6 +81,8 @@ int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const struct
 void ex_probe_servers_stop(struct ex *x);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
+/* Every key the selector names is a label of this pod (values may differ). */
+bool ex_pod_has_labels(const json_t *pod, const char *selector);
 
 int ex_follow(struct ex *x, struct exchange_result *res, np_error *err);
 

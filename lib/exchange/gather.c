@@ -6,6 +6,7 @@
 
 #include "exchange/gather_priv.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 static bool member_done(const struct gather *g, const struct member *m)
 {
@@ -53,7 +54,7 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 		if (m->why && !p->refused[0]) {
 			char r[sizeof(p->refused) + 256];
 			snprintf(r, sizeof(r), "%s: %.250s", m->name, m->why);
-			exchange_text_copy(p->refused, sizeof(p->refused), r);
+			np_text_clean(p->refused, sizeof(p->refused), r, NP_TEXT_SPACE);
 		}
 		p->missing_total++;
 	}
@@ -334,8 +335,8 @@ static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_
 	snprintf(res->root_addr, sizeof(res->root_addr), "%s", p->root);
 	snprintf(res->root_pod, sizeof(res->root_pod), "%s", x->name);
 	res->min_mbps = p->min_mbps;
-	exchange_text_copy(res->versions, sizeof(res->versions), x->g->versions.warning);
-	exchange_text_copy(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable);
+	np_text_clean(res->versions, sizeof(res->versions), x->g->versions.warning, NP_TEXT_SPACE);
+	np_text_clean(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable, NP_TEXT_SPACE);
 	res->n_pods = d->n_pods;
 	res->epoch = x->g->epoch;
 	res->decision = *d;

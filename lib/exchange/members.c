@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "exchange/gather_priv.h"
+#include "util/grow.h"
 
 static const char *index_labels[] = {
 	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
@@ -106,14 +107,8 @@ static size_t group_of(struct gather *g, const char *key)
 	size_t pos = index_find(g, &g->by_key, key, key_at, &slot);
 	if (pos != NONE)
 		return pos;
-	if (g->n_groups == g->cap_groups) {
-		size_t cap = g->cap_groups ? g->cap_groups * 2 : 64;
-		struct member_group *n = realloc(g->groups, cap * sizeof(*n));
-		if (!n)
-			return NONE;
-		g->groups = n;
-		g->cap_groups = cap;
-	}
+	if (np_grow(&g->groups, &g->cap_groups, g->n_groups, sizeof(*g->groups), 64) < 0)
+		return NONE;
 	char *k = strdup(key);
 	if (!k)
 		return NONE;
@@ -268,14 +263,8 @@ struct member *gather_member(struct gather *g, const char *name, bool create)
 		return &g->m[pos];
 	if (!create || g->n >= UINT32_MAX - 1)
 		return NULL;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 64;
-		struct member *m = realloc(g->m, cap * sizeof(*m));
-		if (!m)
-			return NULL;
-		g->m = m;
-		g->cap = cap;
-	}
+	if (np_grow(&g->m, &g->cap, g->n, sizeof(*g->m), 64) < 0)
+		return NULL;
 	struct member *m = &g->m[g->n];
 	memset(m, 0, sizeof(*m));
 	m->next_same_key = NONE;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/jsonread.h"
+#include "util/text.h"
 
 #define EPOCH_MAX 1000000
 #define MBPS_MAX 100000000LL
@@ -27,21 +28,6 @@ static const char *const phase_names[] = {
 const char *exchange_state_name(enum exchange_state s)
 {
 	return (size_t)s < sizeof(state_names) / sizeof(state_names[0]) ? state_names[s] : "?";
-}
-
-void exchange_text_copy(char *dst, size_t size, const char *src)
-{
-	size_t n = strlen(src);
-	if (n >= size) {
-		n = size - 1;
-		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
-			n--; /* never cut a UTF-8 sequence */
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)src[i];
-		dst[i] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
-	}
-	dst[n] = '\0';
 }
 
 void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t len)
@@ -89,7 +75,7 @@ static int dump(json_t *o, const char *what, char **json, np_error *err)
 static json_t *text(const char *s)
 {
 	char buf[EXCHANGE_REASON_MAX];
-	exchange_text_copy(buf, sizeof(buf), s);
+	np_text_clean(buf, sizeof(buf), s, NP_TEXT_SPACE);
 	return json_string(buf);
 }
 

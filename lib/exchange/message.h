@@ -139,8 +139,5 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
  * yet: 1 of 4; round 2 ..." for log lines and deadline messages. */
 void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t len);
 
-/* Copy text for a message: cut at a character boundary to fit, control
- * characters become spaces. */
-void exchange_text_copy(char *dst, size_t size, const char *src);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exchange/gather_priv.h"
+#include "util/text.h"
 
 /* Handing out parts costs one PATCH per pod: on a large job they go out
  * over a few connections at once, each with its own client. */
@@ -58,14 +59,14 @@ int gather_publish_round(struct ex *x, const np_error *failure, bool only_missin
 		if (failure) {
 			a->state = EXCHANGE_FAILED;
 			a->status = failure->status;
-			exchange_text_copy(a->reason, sizeof(a->reason), failure->msg);
+			np_text_clean(a->reason, sizeof(a->reason), failure->msg, NP_TEXT_SPACE);
 		} else {
 			a->state = g->state;
 			a->n_parts = m->n_parts;
 			if (m->n_parts)
 				memcpy(a->parts, m->parts, m->n_parts * sizeof(a->parts[0]));
-			exchange_text_copy(a->versions, sizeof(a->versions), g->versions.warning);
-			exchange_text_copy(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable);
+			np_text_clean(a->versions, sizeof(a->versions), g->versions.warning, NP_TEXT_SPACE);
+			np_text_clean(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable, NP_TEXT_SPACE);
 		}
 		names[n] = m->name;
 		if (exchange_assignment_to_json(a, &patches[n++], err) < 0)
@@ -121,7 +122,7 @@ int gather_set_round(struct ex *x, enum exchange_state state, const np_error *fa
 	if (failure) {
 		rd.state = EXCHANGE_FAILED;
 		rd.status = failure->status;
-		exchange_text_copy(rd.reason, sizeof(rd.reason), failure->msg);
+		np_text_clean(rd.reason, sizeof(rd.reason), failure->msg, NP_TEXT_SPACE);
 	}
 	char *s = NULL;
 	if (exchange_round_to_json(&rd, &s, err) < 0)

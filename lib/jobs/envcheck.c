@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "jobs/jobs.h"
-#include "outputs/outputs.h"
 
 static const char *const checked[] = {
 	"NCCL_SOCKET_IFNAME",
@@ -20,11 +19,11 @@ static const char *const checked[] = {
 	"NCCL_IB_HCA",
 };
 
-static const char *ours(const struct outputs_env *env, const char *key)
+static const char *ours(const struct jobs_vars *env, const char *key)
 {
 	for (size_t i = 0; i < env->n; i++)
-		if (strcmp(env->vars[i].key, key) == 0)
-			return env->vars[i].value;
+		if (strcmp(env->v[i].key, key) == 0)
+			return env->v[i].value;
 	return NULL;
 }
 
@@ -114,7 +113,7 @@ static void check_conf_file(const struct jobs_pod *p, const struct jobs_containe
 	}
 }
 
-void jobs_envcheck(const struct jobs_pod *p, const struct outputs_env *env, const char *out_dir,
+void jobs_envcheck(const struct jobs_pod *p, const struct jobs_vars *env, const char *out_dir,
 		   struct jobs_env_warnings *w)
 {
 	memset(w, 0, sizeof(*w));
@@ -158,7 +157,7 @@ void jobs_env_warning_text(const struct jobs_env_warning *w, char *buf, size_t l
 	snprintf(buf, len, "container %s sets %s='%s': %s%s", w->container, w->var, w->value, w->why, want);
 }
 
-int jobs_envcheck_pod(const json_t *pod, const struct outputs_env *env, const char *out_dir,
+int jobs_envcheck_pod(const json_t *pod, const struct jobs_vars *env, const char *out_dir,
 		      bool strict, struct jobs_env_warnings *w, np_error *err)
 {
 	struct jobs_pod p;
@@ -177,18 +176,4 @@ int jobs_envcheck_pod(const json_t *pod, const struct outputs_env *env, const ch
 			    "%zu setting(s) in this pod override nicpick's outputs and --strict-env is set: "
 			    "%s%s; remove them from the pod spec",
 			    w->n, first, w->n > 1 ? " (and more, see the warnings above)" : "");
-}
-
-json_t *jobs_env_warnings_json(const struct jobs_env_warnings *w)
-{
-	json_t *arr = json_array();
-	for (size_t i = 0; arr && i < w->n; i++) {
-		char text[1024];
-		jobs_env_warning_text(&w->v[i], text, sizeof(text));
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "container",
-						     w->v[i].container, "variable", w->v[i].var, "value",
-						     w->v[i].value, "nicpick", w->v[i].want, "why", w->v[i].why,
-						     "text", text));
-	}
-	return arr;
 }

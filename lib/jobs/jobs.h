@@ -26,7 +26,6 @@
 #include "util/err.h"
 
 struct k8s_client;
-struct outputs_env;
 
 #define JOBS_LABEL_KEY_MAX 64
 #define JOBS_VALUE_MAX 254 /* object names; label values are at most 63 */
@@ -151,20 +150,28 @@ struct jobs_env_warnings {
 	struct jobs_env_warning v[32];
 };
 
+/* The variables nicpick's outputs set, as the check compares them (the
+ * caller hands them over from its outputs; pointers into its storage). */
+#define JOBS_VARS_MAX 32
+struct jobs_vars {
+	size_t n;
+	struct {
+		const char *key, *value;
+	} v[JOBS_VARS_MAX];
+};
+
 /* Pure.  For each main container: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME,
  * NCCL_SOCKET_FAMILY and NCCL_IB_HCA set to something other than what env
  * holds (a container that sources nccl.env gets nicpick's values for the
  * variables nccl.env sets), and NCCL_CONF_FILE pointing anywhere but at the
  * nccl.conf in out_dir's volume. */
-void jobs_envcheck(const struct jobs_pod *p, const struct outputs_env *env, const char *out_dir,
+void jobs_envcheck(const struct jobs_pod *p, const struct jobs_vars *env, const char *out_dir,
 		   struct jobs_env_warnings *w);
 /* The same from the pod's object, once the outputs are known.  With strict,
  * any warning fails with NP_EUSAGE (a pod spec that defeats the outputs is
  * a configuration error, like a bad flag). */
-int jobs_envcheck_pod(const json_t *pod, const struct outputs_env *env, const char *out_dir,
+int jobs_envcheck_pod(const json_t *pod, const struct jobs_vars *env, const char *out_dir,
 		      bool strict, struct jobs_env_warnings *w, np_error *err);
-/* For decision.json: [{container, variable, value, nicpick, why, text}]. */
-json_t *jobs_env_warnings_json(const struct jobs_env_warnings *w);
 /* "container train sets NCCL_SOCKET_IFNAME='' (...)": one line. */
 void jobs_env_warning_text(const struct jobs_env_warning *w, char *buf, size_t len);
 

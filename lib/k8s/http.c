@@ -10,16 +10,16 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #ifndef NICPICK_VERSION
 #define NICPICK_VERSION "dev"
 #endif
 
+/* The client's clock is nicpick's one monotonic clock (util/clock.h). */
 int64_t k8s_mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return np_now_ms();
 }
 
 int k8s_buf_append(struct k8s_buf *b, const char *p, size_t n)

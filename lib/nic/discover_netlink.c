@@ -8,6 +8,7 @@
  * (9 ms vs 5 ms for the same dump here). */
 #include "nic/nic.h"
 #include "nic/nic_priv.h"
+#include "util/grow.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,14 +61,8 @@ static int on_link(struct nl_msg *msg, void *arg)
 	if (h->nlmsg_type != RTM_NEWLINK || nlmsg_parse(h, sizeof(*ifi), tb, IFLA_MAX, NULL) < 0 ||
 	    !tb[IFLA_IFNAME])
 		return NL_SKIP;
-	if (d->l->n == d->fx_cap) {
-		size_t cap = d->fx_cap ? d->fx_cap * 2 : 16;
-		struct nicp_facts *fx = realloc(d->fx, cap * sizeof(*fx));
-		if (!fx)
-			goto nomem;
-		d->fx = fx;
-		d->fx_cap = cap;
-	}
+	if (np_grow(&d->fx, &d->fx_cap, d->l->n, sizeof(*d->fx), 16) < 0)
+		goto nomem;
 	struct nic *n = nicp_list_add(d->l, &d->cap, d->err);
 	if (!n)
 		goto nomem;

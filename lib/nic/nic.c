@@ -1,5 +1,5 @@
-/* The interface list: lifetime, lookups, the discovery pipeline and the
- * effective-speed computation. */
+/* The interface list: class names, lifetime, lookups and the index.
+ * Discovery is discover.c; the speed walk is speed.c. */
 #include "nic/nic.h"
 #include "nic/nic_priv.h"
 
@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "util/prefix.h"
+#include "util/grow.h"
 
 static const char *const class_names[NIC_CLASS_COUNT] = {
 	[NIC_CLASS_PHYSICAL] = "physical",
@@ -86,15 +87,9 @@ void nic_list_free(struct nic_list *l)
 
 struct nic *nicp_list_add(struct nic_list *l, size_t *cap, np_error *err)
 {
-	if (l->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct nic *v = realloc(l->v, ncap * sizeof(*v));
-		if (!v) {
-			np_error_set(err, NP_EINTERNAL, ENOMEM, "interface list");
-			return NULL;
-		}
-		l->v = v;
-		*cap = ncap;
+	if (np_grow(&l->v, cap, l->n, sizeof(*l->v), 16) < 0) {
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "interface list");
+		return NULL;
 	}
 	struct nic *n = &l->v[l->n++];
 	nicp_nic_init(n);
@@ -206,198 +201,4 @@ ssize_t nicp_index_name(const struct nicp_index *ix, const char *name)
 		if (strcmp(ix->l->v[p].name, name) == 0)
 			return p;
 	}
-}
-
-/* ---- effective speed ---- */
-
-enum { ST_NEW, ST_BUSY, ST_DONE };
-
-struct speed_ctx {
-	struct nic_list *l;
-	struct nicp_index ix;
-	unsigned char *st_eff, *st_phys;
-	long *phys;
-};
-
-static long eff_of(struct speed_ctx *c, size_t i);
-
-static bool slave_is_up(const struct nic *s)
-{
-	return s->up && s->carrier != 0;
-}
-
-/* Speed of i when it is backed by physical hardware, else -1: a bridge
- * counts only ports that lead to a real NIC. */
-static long phys_of(struct speed_ctx *c, size_t i)
-{
-	if (c->st_phys[i] == ST_DONE)
-		return c->phys[i];
-	if (c->st_phys[i] == ST_BUSY)
-		return -1; /* a loop in the lower graph */
-	c->st_phys[i] = ST_BUSY;
-	struct nic *n = &c->l->v[i];
-	long v = -1;
-	switch (n->cls) {
-	case NIC_CLASS_PHYSICAL:
-	case NIC_CLASS_SRIOV_VF:
-	case NIC_CLASS_IPOIB:
-		v = n->speed_mbps;
-		break;
-	case NIC_CLASS_BOND:
-		for (size_t k = 0; k < n->n_lower; k++) {
-			ssize_t p = nicp_index_pos(&c->ix, n->lower[k]);
-			if (p < 0 || !slave_is_up(&c->l->v[p]))
-				continue;
-			long s = phys_of(c, (size_t)p);
-			if (s > 0)
-				v = (v < 0 ? 0 : v) + s;
-		}
-		break;
-	case NIC_CLASS_VLAN:
-	case NIC_CLASS_MACVLAN:
-	case NIC_CLASS_IPVLAN:
-		if (n->n_lower > 0) {
-			ssize_t p = nicp_index_pos(&c->ix, n->lower[0]);
-			if (p >= 0)
-				v = phys_of(c, (size_t)p);
-		}
-		break;
-	default:
-		break;
-	}
-	c->phys[i] = v;
-	c->st_phys[i] = ST_DONE;
-	return v;
-}
-
-static long eff_of(struct speed_ctx *c, size_t i)
-{
-	struct nic *n = &c->l->v[i];
-	if (c->st_eff[i] == ST_DONE)
-		return n->eff_speed_mbps;
-	if (c->st_eff[i] == ST_BUSY)
-		return -1;
-	c->st_eff[i] = ST_BUSY;
-	long v = n->speed_mbps;
-	switch (n->cls) {
-	case NIC_CLASS_BOND: {
-		long sum = -1;
-		for (size_t k = 0; k < n->n_lower; k++) {
-			ssize_t p = nicp_index_pos(&c->ix, n->lower[k]);
-			if (p < 0 || !slave_is_up(&c->l->v[p]))
-				continue;
-			long s = eff_of(c, (size_t)p);
-			if (s > 0)
-				sum = (sum < 0 ? 0 : sum) + s;
-		}
-		if (sum > 0)
-			v = sum;
-		break;
-	}
-	case NIC_CLASS_BRIDGE:
-		/* A bridge is as fast as its best port to real hardware; one
-		 * with only veth/tap ports has no meaningful speed. */
-		v = -1;
-		for (size_t k = 0; k < n->n_lower; k++) {
-			ssize_t p = nicp_index_pos(&c->ix, n->lower[k]);
-			if (p < 0)
-				continue;
-			long s = phys_of(c, (size_t)p);
-			if (s > v)
-				v = s;
-		}
-		break;
-	case NIC_CLASS_VLAN:
-	case NIC_CLASS_MACVLAN:
-	case NIC_CLASS_IPVLAN:
-		if (n->n_lower > 0) {
-			ssize_t p = nicp_index_pos(&c->ix, n->lower[0]);
-			if (p >= 0)
-				v = eff_of(c, (size_t)p);
-		}
-		break;
-	default:
-		break;
-	}
-	n->eff_speed_mbps = v;
-	c->st_eff[i] = ST_DONE;
-	return v;
-}
-
-void nic_compute_effective_speed(struct nic_list *l)
-{
-	struct speed_ctx c = { .l = l };
-	if (l->n == 0)
-		return;
-	c.st_eff = calloc(l->n, 1);
-	c.st_phys = calloc(l->n, 1);
-	c.phys = calloc(l->n, sizeof(long));
-	bool ok = c.st_eff && c.st_phys && c.phys && nicp_index_build(&c.ix, l, NULL) == 0;
-	for (size_t i = 0; i < l->n; i++) {
-		if (ok)
-			eff_of(&c, i);
-		else /* out of memory: degrade to own speeds, never crash */
-			l->v[i].eff_speed_mbps = l->v[i].speed_mbps;
-	}
-	if (ok)
-		nicp_index_free(&c.ix);
-	free(c.st_eff);
-	free(c.st_phys);
-	free(c.phys);
-}
-
-/* ---- the pipeline ---- */
-
-static void facts_free(struct nicp_facts *fx, size_t n)
-{
-	if (!fx)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(fx[i].devpath);
-	free(fx);
-}
-
-int nic_discover(const struct nic_source *src, struct nic_list *out, np_error *err)
-{
-	const char *root = src && src->sysfs_root ? src->sysfs_root : "/sys";
-	struct nic_list l = { 0 };
-	struct nicp_facts *fx = NULL;
-	struct nicp_index ix = { 0 };
-	int rc;
-
-	out->v = NULL;
-	out->n = 0;
-	if (src && src->netlink_json)
-		rc = nicp_json_read(src->netlink_json, &l, &fx, err);
-	else
-		rc = nicp_netlink_read(&l, &fx, err);
-	if (rc < 0)
-		goto fail;
-	rc = nicp_index_build(&ix, &l, err);
-	if (rc < 0)
-		goto fail;
-	/* On the live node one ethtool dump replaces a thousand `speed` files;
-	 * if it is not available, sysfs is read as for a fixture tree. */
-	if (!(src && (src->sysfs_root || src->netlink_json)))
-		(void)nicp_ethtool_speeds(&l, &ix, fx);
-	rc = nicp_sysfs_read(root, &l, fx, err);
-	if (rc < 0)
-		goto fail;
-	nicp_classify_all(&l, fx);
-	rc = nicp_links_build(root, &l, fx, &ix, !(src && src->netlink_json), err);
-	if (rc < 0)
-		goto fail;
-	rc = nicp_rdma_read(root, &l, fx, &ix, err);
-	if (rc < 0)
-		goto fail;
-	nic_compute_effective_speed(&l);
-	nicp_index_free(&ix);
-	facts_free(fx, l.n);
-	*out = l;
-	return 0;
-fail:
-	nicp_index_free(&ix);
-	facts_free(fx, l.n);
-	nic_list_free(&l);
-	return -1;
 }

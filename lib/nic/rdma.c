@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/grow.h"
 
 struct names {
 	char **v;
@@ -36,14 +37,8 @@ static void names_free(struct names *s)
 
 static int names_add(struct names *s, const char *name)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		char **v = realloc(s->v, cap * sizeof(*v));
-		if (!v)
-			return -1;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (np_grow(&s->v, &s->cap, s->n, sizeof(*s->v), 8) < 0)
+		return -1;
 	if (!(s->v[s->n] = strdup(name)))
 		return -1;
 	s->n++;

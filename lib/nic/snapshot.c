@@ -13,9 +13,11 @@
  * "score", "reasons"), and rejects a known key of the wrong type. */
 #include "nic/nic.h"
 #include "nic/nic_priv.h"
+#include "util/jsonread.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,54 +193,54 @@ static int type_err(struct rd *r, const char *key, const char *want)
 			    r->iface, key, want);
 }
 
-/* Each getter: a missing key or null leaves the default; a wrong type
- * is an error. */
-static int get_str(struct rd *r, const json_t *o, const char *key, char *dst, size_t len)
+/* Each getter: a missing key or null leaves the default; anything else is
+ * read by util/jsonread, and what it refuses is an error naming the
+ * interface. */
+static bool absent(const json_t *o, const char *key)
 {
 	const json_t *v = json_object_get(o, key);
-	if (!v || json_is_null(v))
+	return !v || json_is_null(v);
+}
+
+static int refused(struct rd *r, const char *why)
+{
+	return np_error_set(r->err, NP_EUSAGE, 0, "snapshot: interface %s: %s", r->iface, why);
+}
+
+static int get_str(struct rd *r, const json_t *o, const char *key, char *dst, size_t len)
+{
+	char why[NP_JSON_WHY_MAX];
+	if (absent(o, key))
 		return 0;
-	if (!json_is_string(v))
-		return type_err(r, key, "a string or null");
-	if (json_string_length(v) >= len)
-		return np_error_set(r->err, NP_EUSAGE, 0,
-				    "snapshot: interface %s: \"%s\" is too long", r->iface, key);
-	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
-	return 0;
+	return np_json_str(o, key, false, NP_CS_ANY, 0, dst, len, why) < 0 ? refused(r, why) : 0;
 }
 
 static int get_long(struct rd *r, const json_t *o, const char *key, long *dst)
 {
-	const json_t *v = json_object_get(o, key);
-	if (!v || json_is_null(v))
+	char why[NP_JSON_WHY_MAX];
+	if (absent(o, key))
 		return 0;
-	if (!json_is_integer(v))
-		return type_err(r, key, "an integer or null");
-	*dst = (long)json_integer_value(v);
-	return 0;
+	return np_json_int(o, key, false, LONG_MIN, LONG_MAX, dst, why) < 0 ? refused(r, why) : 0;
 }
 
 static int get_int(struct rd *r, const json_t *o, const char *key, int *dst)
 {
-	long v = *dst;
-	if (get_long(r, o, key, &v) < 0)
-		return -1;
-	if (v < -1 || v > 0x7fffffff)
-		return np_error_set(r->err, NP_EUSAGE, 0,
-				    "snapshot: interface %s: \"%s\" is out of range", r->iface, key);
+	char why[NP_JSON_WHY_MAX];
+	long v;
+	if (absent(o, key))
+		return 0;
+	if (np_json_int(o, key, false, -1, 0x7fffffff, &v, why) < 0)
+		return refused(r, why);
 	*dst = (int)v;
 	return 0;
 }
 
 static int get_bool(struct rd *r, const json_t *o, const char *key, bool *dst)
 {
-	const json_t *v = json_object_get(o, key);
-	if (!v || json_is_null(v))
+	char why[NP_JSON_WHY_MAX];
+	if (absent(o, key))
 		return 0;
-	if (!json_is_boolean(v))
-		return type_err(r, key, "a boolean");
-	*dst = json_is_true(v);
-	return 0;
+	return np_json_bool(o, key, dst, why) < 0 ? refused(r, why) : 0;
 }
 
 static const json_t *get_array(struct rd *r, const json_t *o, const char *key, int *rc)

@@ -57,6 +57,9 @@ int outputs_render_conf(const struct outputs_env *env, char **out, np_error *err
 /* decision.json: pretty-printed, keys in insertion order, trailing newline. */
 char *outputs_render_json(const json_t *decision);
 
+/* mkdir -p: every missing component of dir, mode 0755 whatever the umask
+ * (the training container may run as another user). */
+int outputs_mkdir_p(const char *dir, np_error *err);
 /* Write nccl.env, nccl.conf and decision.json into dir (created with mode
  * 0755 if missing, like mkdir -p; files are 0644).  All three are rendered
  * and written to temporaries first; only then are they renamed into place.

@@ -34,8 +34,7 @@ static int join(char *buf, size_t size, const char *dir, const char *name, np_er
 	return 0;
 }
 
-/* mkdir -p: create every missing component with mode 0755. */
-static int mkdir_p(const char *dir, np_error *err)
+int outputs_mkdir_p(const char *dir, np_error *err)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
@@ -116,7 +115,7 @@ static int write_files(const char *dir, struct out_file *files, size_t n, np_err
 {
 	if (!dir || !*dir)
 		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
-	if (mkdir_p(dir, err) < 0)
+	if (outputs_mkdir_p(dir, err) < 0)
 		return -1;
 	remove_stale_temps(dir, files, n);
 	size_t i;

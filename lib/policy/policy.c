@@ -95,26 +95,3 @@ int policy_set_min_speed(struct policy *p, const char *mbps, np_error *err)
 			    "(100000) or Gb/s with a G suffix (100G)",
 			    mbps ? mbps : "");
 }
-
-json_t *policy_to_json(const struct policy *p)
-{
-	json_t *o = json_object();
-	if (!o)
-		return NULL;
-	json_object_set_new(o, "include", p->include.set ? json_string(p->include.text) : json_null());
-	json_object_set_new(o, "exclude", p->exclude.set ? json_string(p->exclude.text) : json_null());
-	if (p->has_cidr) {
-		char buf[NP_PREFIX_TEXT_MAX];
-		np_prefix_format(&p->cidr, buf, sizeof(buf));
-		json_object_set_new(o, "cidr", json_string(buf));
-	} else {
-		json_object_set_new(o, "cidr", json_null());
-	}
-	json_object_set_new(o, "family",
-			    p->family == AF_INET    ? json_string("inet")
-			    : p->family == AF_INET6 ? json_string("inet6")
-						    : json_null());
-	json_object_set_new(o, "min_speed_mbps",
-			    p->min_speed > 0 ? json_integer(p->min_speed) : json_null());
-	return o;
-}

@@ -72,8 +72,6 @@ int policy_set_min_speed(struct policy *p, const char *mbps, np_error *err);
 /* --include / --exclude (NCCL list syntax, see above). */
 int policy_set_include(struct policy *p, const char *list, np_error *err);
 int policy_set_exclude(struct policy *p, const char *list, np_error *err);
-/* The policy as JSON, for decision.json. */
-json_t *policy_to_json(const struct policy *p);
 
 #define POLICY_REASONS_MAX 8
 #define POLICY_REASON_LEN 96
@@ -113,7 +111,5 @@ struct policy_ranking {
 int policy_rank(const struct policy *p, const struct nic_list *l, struct policy_ranking *out,
 		np_error *err);
 void policy_ranking_free(struct policy_ranking *r);
-/* The verdict as JSON members ("usable", "score", "reasons", "address"). */
-void policy_verdict_to_json(const struct policy_verdict *v, const struct nic *n, json_t *obj);
 
 #endif

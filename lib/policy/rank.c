@@ -330,17 +330,3 @@ void policy_ranking_free(struct policy_ranking *r)
 	free(r->order);
 	memset(r, 0, sizeof(*r));
 }
-
-void policy_verdict_to_json(const struct policy_verdict *v, const struct nic *n, json_t *obj)
-{
-	json_t *reasons = json_array();
-	for (size_t i = 0; i < v->n_reasons; i++)
-		json_array_append_new(reasons, json_string(v->reasons[i]));
-	json_object_set_new(obj, "usable", json_boolean(v->usable));
-	json_object_set_new(obj, "score", json_integer(v->score));
-	json_object_set_new(obj, "reasons", reasons);
-	json_object_set_new(obj, "address",
-			    n && v->addr >= 0 && (size_t)v->addr < n->n_addrs
-				    ? json_string(n->addrs[v->addr].text)
-				    : json_null());
-}

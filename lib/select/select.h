@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "exchange/exchange.h"
 #include "jobs/jobs.h"
@@ -13,31 +14,60 @@
 #include "nic/nic.h"
 #include "outputs/outputs.h"
 #include "policy/policy.h"
+#include "select/decision.h"
 #include "smoke/smoke.h"
 #include "util/err.h"
 
-struct select_opts {
-	struct nic_source src;
-	const char *snapshot;   /* decide from a saved `discover --json` */
-	const char *out_dir;    /* NULL: decide but write nothing */
-	struct policy policy;
-	const char *smoke_mode; /* "off", "auto", "required" */
-	int smoke_port;         /* NCCL_COMM_ID port on rank 0's agreed address */
-	long smoke_bytes;       /* the largest all-reduce (0: SMOKE_DEFAULT_BYTES) */
-	int smoke_timeout_s;    /* the smoke step's own bound, within the deadline */
-	double min_busbw;       /* GB/s; 0: a default from the agreed link speed */
-	bool nccl_debug;        /* keep NCCL's log in the out-dir, and make
-				 * training log the same way */
+/* What every stage is given explicitly: when to stop, and where to say
+ * what it does. */
+struct select_ctx {
+	int64_t deadline_ms; /* np_now_ms() clock */
+	void (*log)(void *ud, enum exchange_log_level level, const char *msg); /* may be NULL */
+	void *log_ud;
+};
+
+/* --smoke, parsed once in cmd/. */
+enum select_smoke_mode {
+	SELECT_SMOKE_AUTO,     /* run it where it can run, else skip and say why */
+	SELECT_SMOKE_OFF,
+	SELECT_SMOKE_REQUIRED, /* cannot run is a failure */
+};
+
+/* The smoke step's own options. */
+struct select_smoke_opts {
+	enum select_smoke_mode mode;
+	int port;         /* NCCL_COMM_ID port on rank 0's agreed address */
+	long bytes;       /* the largest all-reduce (0: SMOKE_DEFAULT_BYTES) */
+	int timeout_s;    /* the smoke step's own bound, within the deadline */
+	double min_busbw; /* GB/s; 0: a default from the agreed link speed */
+	bool nccl_debug;  /* keep NCCL's log in the out-dir, and make
+			   * training log the same way */
 	/* Where nicpick-smoke is and what it starts from (cmd fills these;
 	 * lib reads no environment of its own). */
 	const char *smoke_bin;  /* NICPICK_SMOKE_BIN */
 	const char *self_exe;   /* this program's path */
 	const char *path_env;   /* PATH */
 	char *const *base_env;  /* the environment the companion inherits */
-	bool peers_k8s;         /* agree through the Kubernetes API */
-	bool strict_env;        /* a pod setting that overrides the outputs fails */
+};
+
+/* The whole flow's options, one struct per stage. */
+struct select_opts {
+	struct select_ctx ctx;
+	/* discover: the node, a replay, or a saved `discover --json` */
+	struct nic_source src;
+	const char *snapshot;
+	/* rank */
+	struct policy policy;
+	/* agree: only with peers_k8s; the exchange's k8s, deadline and log
+	 * are filled in by select_run */
+	bool peers_k8s;
 	struct k8s_config_overrides k8s;
-	struct exchange_opts ex; /* k8s is filled in by select_run */
+	struct exchange_opts ex;
+	/* smoke */
+	struct select_smoke_opts smoke;
+	/* write */
+	const char *out_dir; /* NULL: decide but write nothing */
+	bool strict_env;     /* a pod setting that overrides the outputs fails */
 };
 
 struct select_result {
@@ -70,16 +100,33 @@ struct select_smoke_plan {
 	void *rank_ud;
 };
 
-/* Run (or skip) the smoke all-reduce with env; fills rep.  0 when it
+/* `nicpick smoke` alone: the plan and the environment, from a finished
+ * out-dir (decision.json, strictly read) or from the ranks given
+ * (NCCL's settings are then the environment's own: env is empty). */
+struct select_smoke_alone {
+	struct select_smoke_plan plan;
+	struct outputs_env env;
+	struct select_decision_read decision;
+	char ifname[IFNAMSIZ + 1];
+};
+/* NP_EUSAGE for a malformed comm_id.  env_ifname: NCCL_SOCKET_IFNAME. */
+int select_smoke_alone_args(int rank, int world, const char *comm_id, const char *iface,
+			    const char *env_ifname, struct select_smoke_alone *s, np_error *err);
+int select_smoke_alone_outdir(const char *dir, struct select_smoke_alone *s, np_error *err);
+
+/* Run (or skip) the smoke all-reduce with env, its logs under out_dir
+ * (made with its parents); fills rep.  0 when it
  * passed or was skipped, -1 with NP_ESMOKE when it failed or is required
  * and cannot run. */
-int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
-		 const struct outputs_env *env, struct smoke_report *rep, np_error *err);
+int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx, const char *out_dir,
+		 const struct select_smoke_plan *p, const struct outputs_env *env,
+		 struct smoke_report *rep, np_error *err);
 /* What the smoke test would use on this pod (nicpick-smoke info), for its
  * report: NCCL, CUDA and GPU, or why it cannot run ("no-gpu", ...), with
  * the details in why ("" when it can).  Returns false (why says why) when
  * the companion gave no answer. */
-bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *why, size_t len);
+bool select_smoke_info(const struct select_smoke_opts *o, const struct select_ctx *cx, struct agree_gpu *g,
+		       char *why, size_t len);
 /* NCCL_COMM_ID's syntax: "10.9.0.1:29418", "[fd00::1]:29418". */
 void select_comm_id(const char *addr, int port, char *buf, size_t len);
 
@@ -89,10 +136,6 @@ int select_gather(const struct select_opts *o, struct select_result *r, np_error
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err);
 void select_result_free(struct select_result *r);
 
-/* `discover --json`: every interface with its verdict, one at a time (fn
- * gets each object and drops it). */
-int select_discover_each(const struct nic_list *l, const struct policy_ranking *rk,
-			 int (*fn)(json_t *obj, void *ud), void *ud);
 /* The human table: one row per interface with its verdict (malloc'd). */
 char *select_render_table(const struct nic_list *l, const struct policy_ranking *rk);
 

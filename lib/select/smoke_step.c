@@ -14,6 +14,7 @@
 #include "select/select.h"
 #include "util/clock.h"
 #include "util/jsonread.h"
+#include "util/text.h"
 
 /* "10.9.0.1:29418", "[fd00::1]:29418" (NCCL_COMM_ID's syntax). */
 void select_comm_id(const char *addr, int port, char *buf, size_t len)
@@ -38,11 +39,12 @@ static void remove_dir(const char *dir)
 }
 
 /* The smoke step's own bound within the overall deadline. */
-static int64_t smoke_deadline(const struct select_opts *o, int64_t t0)
+static int64_t smoke_deadline(const struct select_smoke_opts *o, const struct select_ctx *cx,
+			      int64_t t0)
 {
-	return o->smoke_timeout_s > 0 && t0 + o->smoke_timeout_s * 1000LL < o->ex.deadline_ms
-		       ? t0 + o->smoke_timeout_s * 1000LL
-		       : o->ex.deadline_ms;
+	return o->timeout_s > 0 && t0 + o->timeout_s * 1000LL < cx->deadline_ms
+		       ? t0 + o->timeout_s * 1000LL
+		       : cx->deadline_ms;
 }
 
 #define NEEDS_GLIBC " (it needs glibc: run the smoke step from the training image)"
@@ -55,7 +57,8 @@ static bool cannot_start(const np_error *e)
 	       (e->sys_errno == ENOENT || e->sys_errno == ENOEXEC || e->sys_errno == EACCES);
 }
 
-bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *why, size_t len)
+bool select_smoke_info(const struct select_smoke_opts *o, const struct select_ctx *cx, struct agree_gpu *g,
+		       char *why, size_t len)
 {
 	memset(g, 0, sizeof(*g));
 	why[0] = '\0';
@@ -69,7 +72,7 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 		return true;
 	}
 	struct smoke_opts so = { .companion = companion, .base_env = o->base_env,
-				 .deadline_ms = smoke_deadline(o, np_now_ms()) };
+				 .deadline_ms = smoke_deadline(o, cx, np_now_ms()) };
 	struct smoke_result r;
 	if (smoke_spawn(&so, true, &r, &e) < 0) {
 		if (cannot_start(&e)) {
@@ -85,7 +88,7 @@ bool select_smoke_info(const struct select_opts *o, struct agree_gpu *g, char *w
 	g->nccl = r.nccl_version;
 	g->driver = r.cuda_driver;
 	g->runtime = r.cuda_runtime;
-	exchange_text_copy(g->model, sizeof(g->model), r.gpu);
+	np_text_clean(g->model, sizeof(g->model), r.gpu, NP_TEXT_SPACE);
 	if (!np_str_ok(g->model, NP_CS_TEXT))
 		g->model[0] = '\0';
 	if (!r.ok && r.unavailable)
@@ -140,10 +143,11 @@ static void name_suspect(const struct select_smoke_plan *p, struct smoke_report 
 		 gbps, median);
 }
 
-int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
-		 const struct outputs_env *env, struct smoke_report *rep, np_error *err)
+int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx, const char *out_dir,
+		 const struct select_smoke_plan *p, const struct outputs_env *env,
+		 struct smoke_report *rep, np_error *err)
 {
-	bool required = strcmp(o->smoke_mode, "required") == 0;
+	bool required = o->mode == SELECT_SMOKE_REQUIRED;
 	int64_t t0 = np_now_ms();
 	rep->suspect = -1;
 	rep->rank = p->rank;
@@ -151,7 +155,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	snprintf(rep->comm_id, sizeof(rep->comm_id), "%s", p->comm_id);
 	snprintf(rep->ifname, sizeof(rep->ifname), "%s", p->ifname ? p->ifname : "");
 	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
-	if (strcmp(o->smoke_mode, "off") == 0)
+	if (o->mode == SELECT_SMOKE_OFF)
 		return skip(rep, "--smoke off");
 	/* The gatherer saw a pod where it cannot run: every pod skips (an
 	 * all-reduce without that pod would only fail in init). */
@@ -181,18 +185,18 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	 * private one removed afterwards.  Never /tmp: a restricted pod's
 	 * root file system is read-only, the out-dir is its emptyDir. */
 	char log_dir[SMOKE_PATH_MAX];
-	if (mkdir(o->out_dir, 0755) < 0 && errno != EEXIST)
-		return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", o->out_dir);
+	if (outputs_mkdir_p(out_dir, err) < 0)
+		return -1;
 	if (o->nccl_debug) {
-		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", o->out_dir);
+		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", out_dir);
 		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
 	} else {
-		remove_stale(o->out_dir);
-		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", o->out_dir);
+		remove_stale(out_dir);
+		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", out_dir);
 		if (!mkdtemp(log_dir))
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create a directory in %s",
-					    o->out_dir);
+					    out_dir);
 	}
 
 	const char *vars[2 * OUTPUTS_VARS_MAX + 1];
@@ -213,16 +217,16 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 		.rank = p->rank,
 		.world = p->world,
 		.comm_id = rep->comm_id,
-		.max_bytes = o->smoke_bytes > 0 ? o->smoke_bytes : SMOKE_DEFAULT_BYTES,
+		.max_bytes = o->bytes > 0 ? o->bytes : SMOKE_DEFAULT_BYTES,
 		.gpu = 0,
-		.deadline_ms = smoke_deadline(o, t0),
+		.deadline_ms = smoke_deadline(o, cx, t0),
 		.log_dir = log_dir,
 	};
-	if (o->ex.log) {
+	if (cx->log) {
 		char line[256];
 		snprintf(line, sizeof(line), "smoke: rank %d of %d, NCCL_COMM_ID=%s, on %s",
 			 p->rank, p->world, rep->comm_id, p->ifname ? p->ifname : "NCCL's choice");
-		o->ex.log(o->ex.log_ud, EXCHANGE_INFO, line);
+		cx->log(cx->log_ud, EXCHANGE_INFO, line);
 	}
 	np_error serr = { 0 };
 	int ret = smoke_spawn(&so, false, &rep->result, &serr);
@@ -275,7 +279,7 @@ int select_smoke(const struct select_opts *o, const struct select_smoke_plan *p,
 	}
 	rep->status = SMOKE_PASSED;
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
-	if (rep->suspect >= 0 && o->ex.log)
-		o->ex.log(o->ex.log_ud, EXCHANGE_WARN, rep->suspect_text);
+	if (rep->suspect >= 0 && cx->log)
+		cx->log(cx->log_ud, EXCHANGE_WARN, rep->suspect_text);
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* The pure parts of the smoke test: what it runs, what it expects, and the
+/* nicpick's pure parts of the smoke test: what it expects, and the
  * verdict. */
 #include <math.h>
 #include <stdlib.h>
@@ -6,26 +6,6 @@
 #include <string.h>
 
 #include "smoke/smoke.h"
-
-const char *smoke_phase_name(enum smoke_phase p)
-{
-	static const char *const names[] = {
-		[SMOKE_PHASE_LOAD] = "load",	       [SMOKE_PHASE_DEVICE] = "device",
-		[SMOKE_PHASE_INIT] = "init",	       [SMOKE_PHASE_ALLREDUCE] = "all-reduce",
-		[SMOKE_PHASE_VERIFY] = "verify",       [SMOKE_PHASE_DONE] = "done",
-	};
-	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "?";
-}
-
-const char *smoke_unavailable_name(enum smoke_unavailable u)
-{
-	static const char *const names[] = {
-		[SMOKE_AVAILABLE] = "",		    [SMOKE_NO_COMPANION] = "no-companion",
-		[SMOKE_NO_NCCL] = "no-libnccl",	    [SMOKE_NO_CUDART] = "no-cudart",
-		[SMOKE_NO_DRIVER] = "no-driver",    [SMOKE_NO_GPU] = "no-gpu",
-	};
-	return (unsigned)u < sizeof(names) / sizeof(names[0]) ? names[u] : "?";
-}
 
 void smoke_nccl_version_text(int code, char *buf, size_t len)
 {
@@ -45,54 +25,11 @@ void smoke_cuda_version_text(int code, char *buf, size_t len)
 		snprintf(buf, len, "%d.%d", code / 1000, code % 1000 / 10);
 }
 
-size_t smoke_plan_sizes(long max_bytes, long *sizes)
-{
-	size_t n = 0;
-	if (max_bytes < SMOKE_MIN_BYTES)
-		max_bytes = SMOKE_MIN_BYTES;
-	max_bytes &= ~3L; /* whole float32 elements */
-	for (long b = 1L << 20; b < max_bytes && n < SMOKE_SIZES_MAX - 1; b <<= 3)
-		sizes[n++] = b;
-	sizes[n++] = max_bytes;
-	return n;
-}
-
-/* 1..8: a sum over up to 2^20 ranks stays below 2^24, where every integer
- * is exact in float32, whatever order NCCL adds in. */
-float smoke_input_value(int rank, size_t i)
-{
-	return (float)((i + (size_t)rank) % 8 + 1);
-}
-
-float smoke_expected_sum(int world, size_t i)
-{
-	/* Every full cycle of 8 ranks contributes 1+...+8 = 36. */
-	long sum = (long)(world / 8) * 36;
-	for (int r = world / 8 * 8; r < world; r++)
-		sum += (long)((i + (size_t)r) % 8 + 1);
-	return (float)sum;
-}
-
-double smoke_busbw_factor(int world)
-{
-	return world > 1 ? 2.0 * (world - 1) / world : 1.0;
-}
-
 double smoke_default_min_busbw(long min_mbps)
 {
 	if (min_mbps <= 0)
 		return 0;
 	return min_mbps / 8000.0 * 0.05;
-}
-
-void smoke_size_text(long bytes, char *buf, size_t len)
-{
-	if (bytes >= (1L << 20) && bytes % (1L << 20) == 0)
-		snprintf(buf, len, "%ld MiB", bytes >> 20);
-	else if (bytes >= 1024 && bytes % 1024 == 0)
-		snprintf(buf, len, "%ld KiB", bytes >> 10);
-	else
-		snprintf(buf, len, "%ld B", bytes);
 }
 
 int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,

@@ -5,8 +5,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "smoke/smoke.h"
+#include "smoke/result.h"
 #include "util/jsonread.h"
+
+const char *smoke_phase_name(enum smoke_phase p)
+{
+	static const char *const names[] = {
+		[SMOKE_PHASE_LOAD] = "load",	       [SMOKE_PHASE_DEVICE] = "device",
+		[SMOKE_PHASE_INIT] = "init",	       [SMOKE_PHASE_ALLREDUCE] = "all-reduce",
+		[SMOKE_PHASE_VERIFY] = "verify",       [SMOKE_PHASE_DONE] = "done",
+	};
+	return (unsigned)p < sizeof(names) / sizeof(names[0]) ? names[p] : "?";
+}
+
+const char *smoke_unavailable_name(enum smoke_unavailable u)
+{
+	static const char *const names[] = {
+		[SMOKE_AVAILABLE] = "",		    [SMOKE_NO_COMPANION] = "no-companion",
+		[SMOKE_NO_NCCL] = "no-libnccl",	    [SMOKE_NO_CUDART] = "no-cudart",
+		[SMOKE_NO_DRIVER] = "no-driver",    [SMOKE_NO_GPU] = "no-gpu",
+	};
+	return (unsigned)u < sizeof(names) / sizeof(names[0]) ? names[u] : "?";
+}
+
+void smoke_size_text(long bytes, char *buf, size_t len)
+{
+	if (bytes >= (1L << 20) && bytes % (1L << 20) == 0)
+		snprintf(buf, len, "%ld MiB", bytes >> 20);
+	else if (bytes >= 1024 && bytes % 1024 == 0)
+		snprintf(buf, len, "%ld KiB", bytes >> 10);
+	else
+		snprintf(buf, len, "%ld B", bytes);
+}
 
 static json_t *size_to_json(const struct smoke_size *s)
 {

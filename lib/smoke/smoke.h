@@ -11,15 +11,8 @@
  * pod.  A static nicpick cannot dlopen at all, which is the other reason for
  * the split.
  *
- * Result message (companion -> nicpick), one compact JSON object:
- *   {"v":1,"ok":true,"phase":"done","error":"","unavailable":"",
- *    "rank":0,"world":2,
- *    "nccl":{"version":22809,"path":"/usr/lib/.../libnccl.so.2"},
- *    "cuda":{"driver":13000,"runtime":13000,"path":"..."},
- *    "gpu":{"name":"NVIDIA H200","bus":"0000:18:00.0","count":1},
- *    "init_ms":812,"total_ms":1034,
- *    "sizes":[{"bytes":1048576,"iters":5,"us":512.3,"algbw":2.04,
- *              "busbw":2.04,"wrong":0}, ...]}
+ * The result message the two share is lib/smoke/result.h; the companion
+ * itself is lib/gpu.
  */
 #ifndef NP_SMOKE_H
 #define NP_SMOKE_H
@@ -29,71 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "smoke/result.h"
 #include "util/err.h"
 
-#define SMOKE_RESULT_VERSION 1
-#define SMOKE_RESULT_MAX_BYTES 65536
 #define SMOKE_DEFAULT_PORT 29418
-#define SMOKE_DEFAULT_BYTES (64L << 20)
-#define SMOKE_MIN_BYTES 4096L
-#define SMOKE_SIZES_MAX 8
-#define SMOKE_PATH_MAX 512
-#define SMOKE_TEXT_MAX 512
-#define SMOKE_RING_MAX 1024    /* ranks whose incoming links are measured */
-#define SMOKE_RING_BYTES (8L << 20)
-
-enum smoke_phase {
-	SMOKE_PHASE_LOAD,      /* loading libnccl / libcudart */
-	SMOKE_PHASE_DEVICE,    /* driver and GPU */
-	SMOKE_PHASE_INIT,      /* communicator creation */
-	SMOKE_PHASE_ALLREDUCE, /* the collectives */
-	SMOKE_PHASE_VERIFY,    /* checking the sums */
-	SMOKE_PHASE_DONE,
-};
-const char *smoke_phase_name(enum smoke_phase p);
-
-/* Why the smoke test cannot run on this node at all (auto skips). */
-enum smoke_unavailable {
-	SMOKE_AVAILABLE = 0,
-	SMOKE_NO_COMPANION, /* nicpick-smoke not found */
-	SMOKE_NO_NCCL,      /* no usable libnccl.so.2 */
-	SMOKE_NO_CUDART,    /* no usable CUDA runtime */
-	SMOKE_NO_DRIVER,    /* CUDA runtime present, no (new enough) driver */
-	SMOKE_NO_GPU,       /* driver present, no GPU visible to this container */
-};
-const char *smoke_unavailable_name(enum smoke_unavailable u);
-
-struct smoke_size {
-	long bytes;
-	int iters;
-	double avg_us;
-	double algbw_gbps; /* bytes / time, GB/s (1e9) */
-	double busbw_gbps; /* algbw * 2(n-1)/n, as nccl-tests computes it */
-	long wrong;        /* elements that differ from the exact sum */
-};
-
-struct smoke_result {
-	bool ok;
-	enum smoke_phase phase; /* reached, or failed in */
-	char error[SMOKE_TEXT_MAX];
-	enum smoke_unavailable unavailable;
-	int rank, world;
-	int nccl_version; /* ncclGetVersion(), 0 unknown */
-	char nccl_path[SMOKE_PATH_MAX];
-	int cuda_driver, cuda_runtime; /* 13000 = 13.0 */
-	char cudart_path[SMOKE_PATH_MAX];
-	char gpu[128];
-	char gpu_bus[32];
-	int gpu_count;
-	int64_t init_ms, total_ms;
-	size_t n_sizes;
-	struct smoke_size sizes[SMOKE_SIZES_MAX];
-	/* With 3 or more ranks: each rank's incoming ring link, GB/s, as every
-	 * rank measured its receive from rank-1 in one ring step (all ranks
-	 * learn all figures through an all-gather).  Empty otherwise. */
-	size_t n_ring;
-	double ring_gbps[SMOKE_RING_MAX];
-};
 
 /* The rank whose incoming link (from rank-1) is much slower than the
  * median of all (below a third of it), or -1.  *gbps and *median are set
@@ -104,24 +36,6 @@ int smoke_ring_suspect(const struct smoke_result *r, double *gbps, double *media
 void smoke_nccl_version_text(int code, char *buf, size_t len);
 /* "13.0" from 13000. */
 void smoke_cuda_version_text(int code, char *buf, size_t len);
-
-/* The result message: writer and strict reader (unknown keys, wrong types,
- * out-of-range values and oversize input are refused, NP_ESMOKE). */
-int smoke_result_to_json(const struct smoke_result *r, char **json, np_error *err);
-int smoke_result_parse(const char *json, size_t len, struct smoke_result *out, np_error *err);
-
-/* The sizes an all-reduce of at most max_bytes runs: powers of 8 from
- * 1 MiB (or max_bytes if smaller) up to max_bytes, the last always
- * max_bytes.  Returns the count (<= SMOKE_SIZES_MAX). */
-size_t smoke_plan_sizes(long max_bytes, long *sizes);
-/* The value rank r contributes at element i, and the exact sum over n
- * ranks: small integers, so a float32 sum is exact (n <= 2^20). */
-float smoke_input_value(int rank, size_t i);
-float smoke_expected_sum(int world, size_t i);
-/* "64 MiB", "64 KiB", "100 B". */
-void smoke_size_text(long bytes, char *buf, size_t len);
-/* nccl-tests' bus bandwidth factor for all-reduce: 2(n-1)/n. */
-double smoke_busbw_factor(int world);
 
 /* ---- NCCL's own log ---- */
 
@@ -186,8 +100,8 @@ int smoke_find_companion(const char *explicit_path, const char *self_exe, const 
 /* Run one rank (info_only: only load the libraries and query the GPU).
  * Returns 0 when the companion produced a result (which may say it
  * failed), -1 when it could not be run, overran the deadline or produced
- * no readable result (NP_ESMOKE).  *killed is set when the deadline
- * backstop had to kill it. */
+ * no readable result (NP_ESMOKE); when the deadline backstop had to kill
+ * it, the error says so. */
 int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result *r, np_error *err);
 
 /* Read every NCCL debug file the companion left in dir and parse them. */
@@ -244,26 +158,7 @@ struct smoke_report {
 };
 
 const char *smoke_status_name(enum smoke_status s);
-/* decision.json's "smoke" object (new reference; NULL when out of memory). */
-struct json_t;
-struct json_t *smoke_report_to_json(const struct smoke_report *s);
 /* One line for logs, the annotation and the Event. */
 void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len);
-
-/* What `nicpick smoke --out-dir DIR` needs from a finished DIR/decision.json:
- * the environment nicpick wrote, this pod's interface, and its rank. */
-#define SMOKE_OUTDIR_VARS_MAX 16
-struct smoke_outdir {
-	size_t n_vars;
-	char key[SMOKE_OUTDIR_VARS_MAX][64];
-	char value[SMOKE_OUTDIR_VARS_MAX][1024];
-	char ifname[IFNAMSIZ];
-	char ib_hca[512];
-	int rank, world;
-	char comm_id[80];
-	long min_mbps; /* -1 unknown */
-};
-/* Strict for every key it reads; NP_EUSAGE naming the file and the key. */
-int smoke_outdir_load(const char *dir, struct smoke_outdir *out, np_error *err);
 
 #endif

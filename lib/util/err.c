@@ -1,4 +1,5 @@
 #include "util/err.h"
+#include "util/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,17 +11,7 @@
 static void one_line(char *msg, size_t cap)
 {
 	char tmp[NP_ERR_MSG_MAX];
-	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)msg; *p && o + 1 < sizeof(tmp); p++) {
-		if (*p < 0x20 || *p == 0x7f) {
-			if (o + 5 >= sizeof(tmp))
-				break;
-			o += (size_t)snprintf(tmp + o, sizeof(tmp) - o, "\\x%02x", *p);
-		} else {
-			tmp[o++] = (char)*p;
-		}
-	}
-	tmp[o] = '\0';
+	np_text_clean(tmp, sizeof(tmp), msg, NP_TEXT_ESCAPE);
 	snprintf(msg, cap, "%s", tmp);
 }
 

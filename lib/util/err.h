@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-/* Statuses are the documented exit codes (DESIGN.md). */
+/* Statuses are the documented exit codes (README.md, "Exit codes"). */
 enum np_status {
 	NP_OK = 0,
 	NP_EINTERNAL = 1, /* internal or runtime error (I/O, netlink, memory) */

@@ -20,6 +20,8 @@ static bool char_ok(int c, enum np_charset cs)
 		return c >= 0x20 && c < 0x7f;
 	case NP_CS_UTF8:
 		return c >= 0x20 && c != 0x7f;
+	case NP_CS_ANY:
+		return c != 0;
 	}
 	return false;
 }

@@ -15,6 +15,7 @@ enum np_charset {
 	NP_CS_CLS,    /* [a-z-] */
 	NP_CS_TEXT,   /* printable ASCII and space: reasons, messages */
 	NP_CS_UTF8,   /* NP_CS_TEXT and UTF-8 (jansson checks it): error messages */
+	NP_CS_ANY,    /* any UTF-8 but NUL: what a snapshot reports as the kernel had it */
 };
 
 /* Each returns 0 when read, 1 when an optional key is absent, -1 with a

@@ -1,7 +1,7 @@
 /* TEST DOUBLE — never shipped, built only for the tests.
  *
  * A stand-in for libnccl.so.2 and libcudart.so with the same C API
- * (lib/smoke/gpu_api.h), so that CPU-only CI can drive nicpick-smoke through
+ * (lib/gpu/gpu_api.h), so that CPU-only CI can drive nicpick-smoke through
  * NCCL's and CUDA's behaviours, good and bad.  "Device" memory is host
  * memory.  The all-reduce is real across processes: each rank drops its
  * buffer into $FAKEGPU_DIR and sums everyone's once all are there, so sums
@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "smoke/gpu_api.h"
+#include "gpu/gpu_api.h"
 
 struct ncclComm {
 	int rank, world;

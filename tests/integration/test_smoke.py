@@ -264,6 +264,15 @@ def test_required_passes_on_one_pod_and_records_it(nicpick, node, out_dir, gpu_e
     assert not [f for f in os.listdir(out_dir) if f.startswith(".")], "temporaries left behind"
 
 
+def test_smoke_step_makes_an_out_dir_whose_parents_are_missing(nicpick, node, tmp_path, gpu_env):
+    # The outputs make their directory like mkdir -p; so must the smoke
+    # step, which runs first and keeps its log there.
+    deep = tmp_path / "a" / "b" / "out"
+    p = select(nicpick, node, deep, gpu_env, "--smoke", "required", "--smoke-bytes", "64K")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((deep / "decision.json").read_text())["smoke"]["status"] == "passed"
+
+
 def test_failed_smoke_in_select_leaves_no_outputs(nicpick, node, out_dir, gpu_env):
     p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
                "auto", "--smoke-bytes", "64K")
@@ -292,6 +301,24 @@ def test_smoke_reads_a_finished_out_dir(nicpick, node, out_dir, gpu_env):
     p = nicpick.run("smoke", "--out-dir", str(out_dir), ns=node, env=gpu_env)
     assert p.returncode == 2
     assert "decision.json" in p.stderr and "was it written by nicpick select?" in p.stderr
+
+
+def test_smoke_on_a_finished_out_dir_judges_against_the_slowest_agreed_link(nicpick, node, out_dir,
+                                                                          gpu_env):
+    # select judges the all-reduce against 5% of the agreed network's slowest
+    # link (decision.json "agreement"."min_mbps"), not this pod's own link:
+    # `nicpick smoke --out-dir` must take the same threshold.
+    assert select(nicpick, node, out_dir, gpu_env, "--smoke", "off").returncode == 0
+    d = json.loads((out_dir / "decision.json").read_text())
+    own = d["choice"]["effective_speed_mbps"]
+    d["agreement"] = {"network": "10.77.0.0/24", "min_mbps": 1000}
+    (out_dir / "decision.json").write_text(json.dumps(d))
+    p = nicpick.run("smoke", "--out-dir", str(out_dir), "--smoke-bytes", "8M", "--json", ns=node,
+                    env=gpu_env)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s["min_busbw"]["why"] == "5% of the slowest agreed link, 1000 Mb/s", (own, s)
+    assert s["min_busbw"]["gbps"] == pytest.approx(1000 * 0.05 / 8 / 1000)
 
 
 @pytest.mark.parametrize("args,want", [
@@ -428,7 +455,7 @@ def test_job_without_a_gpu_on_one_pod_decides_for_every_pod(make_cluster, gpu_en
 
 
 def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
-    """lib/smoke/gpu_api.h declares NCCL's and CUDA's prototypes itself
+    """lib/gpu/gpu_api.h declares NCCL's and CUDA's prototypes itself
     (neither header ships in Debian); where the real headers exist, the
     companion's code must compile against them unchanged, -Werror."""
     import glob
@@ -437,7 +464,7 @@ def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
             and os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
     if not incs:
         pytest.skip("not applicable: no nccl.h and cuda_runtime_api.h under /usr/local/cuda*/include")
-    for src in ("lib/smoke/load.c", "lib/smoke/run.c"):
+    for src in ("lib/gpu/load.c", "lib/gpu/run.c"):
         p = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                             "-Wno-format-truncation", "-D_GNU_SOURCE", "-DNICPICK_REAL_GPU_HEADERS",
                             "-Ilib", "-I" + incs[-1], "-c", src, "-o", str(tmp_path / "x.o")],

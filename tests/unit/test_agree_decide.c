@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "agree/agree.h"
+#include "select/decision.h"
 
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -75,7 +76,7 @@ static const struct agree_ranked *ranked(const struct agree_decision *d, const c
 
 static char *decision_json(const struct agree_decision *d)
 {
-	json_t *j = agree_decision_json(d);
+	json_t *j = select_decision_agree_json(d);
 	assert_non_null(j);
 	char *s = json_dumps(j, JSON_COMPACT);
 	json_decref(j);

@@ -398,15 +398,15 @@ static void malformed_count_is_refused(void **state)
 
 /* --- settings that override the outputs ------------------------------------ */
 
-static struct outputs_env our_env(bool rdma)
+static struct jobs_vars our_env(bool rdma)
 {
-	struct outputs_env e = { 0 };
+	struct jobs_vars e = { 0 };
 	static const char *const k[] = { "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
 					  "NCCL_SOCKET_FAMILY", "NCCL_IB_HCA" };
 	static const char *const v[] = { "=ens3f0", "ens3f0", "ens3f0", "AF_INET", "=mlx5_0:1" };
 	for (size_t i = 0; i < (rdma ? 5u : 4u); i++) {
-		e.vars[e.n].key = k[i];
-		snprintf(e.vars[e.n].value, sizeof(e.vars[e.n].value), "%s", v[i]);
+		e.v[e.n].key = k[i];
+		e.v[e.n].value = v[i];
 		e.n++;
 	}
 	return e;
@@ -425,7 +425,7 @@ static void envcheck(const char *containers, bool rdma, struct jobs_env_warnings
 	struct jobs_pod p;
 	np_error err = { 0 };
 	assert_int_equal(jobs_pod_parse(pod, &p, &err), 0);
-	struct outputs_env e = our_env(rdma);
+	struct jobs_vars e = our_env(rdma);
 	jobs_envcheck(&p, &e, "/nicpick", w);
 	jobs_pod_free(&p);
 	json_decref(pod);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
+#include "select/decision.h"
 
 static struct policy_list parse_ok(const char *s)
 {
@@ -259,7 +260,7 @@ static void test_policy_to_json(void **state)
 	assert_int_equal(policy_set_cidr(&p, "10.9.8.7/16", &err), 0);
 	assert_int_equal(policy_set_family(&p, "inet", &err), 0);
 	assert_int_equal(policy_set_min_speed(&p, "10G", &err), 0);
-	json_t *o = policy_to_json(&p);
+	json_t *o = select_decision_policy_json(&p);
 	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	assert_string_equal(s, "{\"include\":\"^=docker0\",\"exclude\":null,\"cidr\":\"10.9.0.0/16\","
 			       "\"family\":\"inet\",\"min_speed_mbps\":10000}");

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "policy/policy.h"
+#include "select/decision.h"
 
 #define FX_MAX 16
 
@@ -502,7 +503,7 @@ static void test_verdict_to_json(void **state)
 	add(f, "eth1", NIC_CLASS_PHYSICAL, 10000)->up = false;
 	rank(f);
 	json_t *o = json_object();
-	policy_verdict_to_json(verdict(f, "eth0"), &f->v[0], o);
+	select_decision_verdict_json(verdict(f, "eth0"), &f->v[0], o);
 	assert_true(json_is_true(json_object_get(o, "usable")));
 	assert_string_equal(json_string_value(json_object_get(o, "address")), "10.0.0.1");
 	assert_int_equal(json_integer_value(json_object_get(o, "score")), verdict(f, "eth0")->score);
@@ -510,7 +511,7 @@ static void test_verdict_to_json(void **state)
 	json_decref(o);
 
 	o = json_object();
-	policy_verdict_to_json(verdict(f, "eth1"), &f->v[1], o);
+	select_decision_verdict_json(verdict(f, "eth1"), &f->v[1], o);
 	assert_true(json_is_false(json_object_get(o, "usable")));
 	assert_true(json_is_null(json_object_get(o, "address")));
 	json_t *reasons = json_object_get(o, "reasons");

@@ -36,50 +36,6 @@ static void parse_file(const char *name, struct smoke_log *log)
 	free(buf);
 }
 
-static void sizes_end_at_the_bound(void **state)
-{
-	long s[SMOKE_SIZES_MAX];
-	size_t n = smoke_plan_sizes(64L << 20, s);
-	assert_int_equal(n, 3);
-	assert_int_equal(s[0], 1L << 20);
-	assert_int_equal(s[1], 8L << 20);
-	assert_int_equal(s[2], 64L << 20);
-	n = smoke_plan_sizes(65536, s);
-	assert_int_equal(n, 1);
-	assert_int_equal(s[0], 65536);
-	n = smoke_plan_sizes(10, s); /* below the minimum: the minimum */
-	assert_int_equal(n, 1);
-	assert_int_equal(s[0], SMOKE_MIN_BYTES);
-	n = smoke_plan_sizes(1L << 34, s);
-	assert_true(n <= SMOKE_SIZES_MAX);
-	assert_int_equal(s[n - 1], 1L << 34);
-}
-
-static void expected_sums_are_exact_in_float(void **state)
-{
-	/* The sum over ranks of each rank's value, computed in float the way
-	 * a reduction would, equals the expected value exactly. */
-	int worlds[] = { 1, 2, 3, 7, 8, 9, 64, 1000, 100000 };
-	for (size_t w = 0; w < sizeof(worlds) / sizeof(worlds[0]); w++) {
-		for (size_t i = 0; i < 16; i++) {
-			float sum = 0;
-			for (int r = 0; r < worlds[w]; r++)
-				sum += smoke_input_value(r, i);
-			assert_true(sum == smoke_expected_sum(worlds[w], i));
-		}
-	}
-	/* Different elements differ, so a shifted or truncated buffer is caught. */
-	assert_true(smoke_expected_sum(2, 0) != smoke_expected_sum(2, 1));
-}
-
-static void busbw_factor_is_nccl_tests(void **state)
-{
-	assert_true(smoke_busbw_factor(1) == 1.0);
-	assert_true(smoke_busbw_factor(2) == 1.0);
-	assert_true(smoke_busbw_factor(4) == 1.5);
-	assert_true(smoke_busbw_factor(8) == 1.75);
-}
-
 static void versions_as_people_write_them(void **state)
 {
 	char b[32];
@@ -328,9 +284,6 @@ static void companion_is_found_beside_nicpick_then_on_path(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(sizes_end_at_the_bound),
-		cmocka_unit_test(expected_sums_are_exact_in_float),
-		cmocka_unit_test(busbw_factor_is_nccl_tests),
 		cmocka_unit_test(versions_as_people_write_them),
 		cmocka_unit_test(result_round_trips),
 		cmocka_unit_test(result_reader_refuses_what_it_does_not_know),

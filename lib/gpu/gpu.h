@@ -1,16 +1,21 @@
-/* nicpick-smoke's side: NCCL and the CUDA runtime loaded with dlopen into
- * tables typed from their real prototypes, and one rank of the all-reduce.
- * Only the companion links this; nicpick itself never loads a GPU library. */
-#ifndef NP_SMOKE_GPU_H
-#define NP_SMOKE_GPU_H
+/* The smoke companion's module (cmd/nicpick-smoke): NCCL and the CUDA
+ * runtime loaded with dlopen into tables typed from their real prototypes,
+ * and one rank of the all-reduce.  Only the companion links this; nicpick
+ * itself never loads a GPU library.  What it shares with nicpick is the
+ * result message, smoke/result.h, and nothing else of lib/smoke. */
+#ifndef NP_GPU_H
+#define NP_GPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "smoke/gpu_api.h"
-#include "smoke/smoke.h"
+#include "gpu/gpu_api.h"
+#include "smoke/result.h"
 
-struct smoke_nccl_api {
+#define GPU_RING_BYTES (8L << 20) /* the ring step's message size */
+
+struct gpu_nccl_api {
 	__typeof__(&ncclGetVersion) GetVersion;
 	__typeof__(&ncclGetUniqueId) GetUniqueId;
 	__typeof__(&ncclCommInitRankConfig) CommInitRankConfig;
@@ -28,7 +33,7 @@ struct smoke_nccl_api {
 	__typeof__(&ncclGetLastError) GetLastError; /* optional (2.13+) */
 };
 
-struct smoke_cuda_api {
+struct gpu_cuda_api {
 	__typeof__(&cudaGetDeviceCount) GetDeviceCount;
 	__typeof__(&cudaSetDevice) SetDevice;
 	__typeof__(&cudaDriverGetVersion) DriverGetVersion;
@@ -44,19 +49,19 @@ struct smoke_cuda_api {
 	__typeof__(&cudaGetErrorString) GetErrorString;
 };
 
-struct smoke_libs {
+struct gpu_libs {
 	void *nccl_h, *cudart_h;
 	char nccl_path[SMOKE_PATH_MAX];
 	char cudart_path[SMOKE_PATH_MAX];
-	struct smoke_nccl_api nccl;
-	struct smoke_cuda_api cuda;
+	struct gpu_nccl_api nccl;
+	struct gpu_cuda_api cuda;
 };
 
 /* Where to look, in order: the explicit paths (a failure there is final),
  * the loader's own search path, then the libraries PyTorch wheels ship
  * (site-packages/nvidia/{nccl,cuda_runtime,cu*}/lib) under every python
  * prefix given. */
-struct smoke_search {
+struct gpu_search {
 	const char *nccl_lib;   /* NICPICK_NCCL_LIB, or NULL */
 	const char *cudart_lib; /* NICPICK_CUDART_LIB, or NULL */
 	const char *const *prefixes; /* python prefixes (NULL-terminated), or NULL */
@@ -65,25 +70,25 @@ struct smoke_search {
 /* Python prefixes from the environment: $VIRTUAL_ENV, $CONDA_PREFIX, the
  * parent of every PATH directory that holds a python3, and the usual
  * system ones.  Fills up to max entries of v (strings in buf). */
-size_t smoke_python_prefixes(const char *path_env, const char *virtual_env,
+size_t gpu_python_prefixes(const char *path_env, const char *virtual_env,
 			     const char *conda_prefix, char buf[][SMOKE_PATH_MAX], size_t max);
 
 /* The libraries wheels ship under these prefixes, in search order (for
  * each prefix: the newest python first, the newest soname first). */
-size_t smoke_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_PATH_MAX],
+size_t gpu_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_PATH_MAX],
 			 size_t max);
 
 /* Load both libraries.  On failure r->unavailable says which is missing
  * and the error names every place tried. */
-int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct smoke_result *r,
+int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_result *r,
 		    np_error *err);
-void smoke_libs_close(struct smoke_libs *l);
+void gpu_libs_close(struct gpu_libs *l);
 
 /* Driver, GPU count and model (fills r), and selects device gpu. */
-int smoke_device_query(const struct smoke_libs *l, int gpu, struct smoke_result *r,
+int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
 		       np_error *err);
 
-struct smoke_run_opts {
+struct gpu_run_opts {
 	int rank, world;
 	long max_bytes;
 	int64_t deadline_ms; /* CLOCK_MONOTONIC */
@@ -93,7 +98,18 @@ struct smoke_run_opts {
  * the environment), the all-reduces with exact checks, abort on any
  * failure.  Fills r; returns 0 when every step passed, else -1 with
  * NP_ESMOKE naming the phase. */
-int smoke_rank_run(const struct smoke_libs *l, const struct smoke_run_opts *o,
+int gpu_rank_run(const struct gpu_libs *l, const struct gpu_run_opts *o,
 		   struct smoke_result *r, np_error *err);
+
+/* The sizes an all-reduce of at most max_bytes runs: powers of 8 from
+ * 1 MiB (or max_bytes if smaller) up to max_bytes, the last always
+ * max_bytes.  Returns the count (<= SMOKE_SIZES_MAX). */
+size_t gpu_plan_sizes(long max_bytes, long *sizes);
+/* The value rank r contributes at element i, and the exact sum over n
+ * ranks: small integers, so a float32 sum is exact (n <= 2^20). */
+float gpu_input_value(int rank, size_t i);
+float gpu_expected_sum(int world, size_t i);
+/* nccl-tests' bus bandwidth factor for all-reduce: 2(n-1)/n. */
+double gpu_busbw_factor(int world);
 
 #endif

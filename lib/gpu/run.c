@@ -12,8 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "smoke/gpu.h"
+#include "gpu/gpu.h"
 #include "util/clock.h"
+#include "util/text.h"
 
 #define POLL_US 200
 #define ITERS 5
@@ -24,24 +25,10 @@ static void sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static void clean_text(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-			*s = '?';
-}
-
-int smoke_device_query(const struct smoke_libs *l, int gpu, struct smoke_result *r,
+int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
 		       np_error *err)
 {
-	const struct smoke_cuda_api *c = &l->cuda;
+	const struct gpu_cuda_api *c = &l->cuda;
 	r->phase = SMOKE_PHASE_DEVICE;
 	c->DriverGetVersion(&r->cuda_driver);
 	int count = 0;
@@ -72,17 +59,17 @@ int smoke_device_query(const struct smoke_libs *l, int gpu, struct smoke_result 
 	if (c->GetDeviceProperties((struct cudaDeviceProp *)(void *)prop, gpu) == cudaSuccess) {
 		prop[255] = '\0';
 		snprintf(r->gpu, sizeof(r->gpu), "%s", prop);
-		clean_text(r->gpu);
+		np_text_clean(r->gpu, sizeof(r->gpu), r->gpu, NP_TEXT_ASCII);
 	}
 	if (c->DeviceGetPCIBusId(r->gpu_bus, (int)sizeof(r->gpu_bus), gpu) != cudaSuccess)
 		r->gpu_bus[0] = '\0';
-	clean_text(r->gpu_bus);
+	np_text_clean(r->gpu_bus, sizeof(r->gpu_bus), r->gpu_bus, NP_TEXT_ASCII);
 	return 0;
 }
 
 struct rank {
-	const struct smoke_libs *l;
-	const struct smoke_run_opts *o;
+	const struct gpu_libs *l;
+	const struct gpu_run_opts *o;
 	struct smoke_result *r;
 	ncclComm_t comm;
 	cudaStream_t stream;
@@ -151,7 +138,7 @@ static int allreduce_once(struct rank *k, size_t count, const char *what, np_err
 static int fill(struct rank *k, size_t count, np_error *err)
 {
 	for (size_t i = 0; i < count; i++)
-		k->host[i] = smoke_input_value(k->o->rank, i);
+		k->host[i] = gpu_input_value(k->o->rank, i);
 	cudaError_t ce = k->l->cuda.Memcpy(k->dev, k->host, count * sizeof(float),
 					   cudaMemcpyHostToDevice);
 	if (ce != cudaSuccess)
@@ -179,7 +166,7 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 				    k->l->cuda.GetErrorString(ce));
 	s->wrong = 0;
 	for (size_t i = 0; i < count; i++)
-		if (k->host[i] != smoke_expected_sum(k->o->world, i))
+		if (k->host[i] != gpu_expected_sum(k->o->world, i))
 			s->wrong++;
 	if (s->wrong)
 		return 0; /* the verdict names it; no point timing wrong sums */
@@ -189,15 +176,15 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 	k->r->phase = SMOKE_PHASE_ALLREDUCE;
 	if (fill(k, count, err) < 0)
 		return -1;
-	double t0 = now_us();
+	double t0 = np_now_us();
 	for (int it = 0; it < ITERS; it++)
 		if (allreduce_once(k, count, what, err) < 0)
 			return -1;
-	double us = (now_us() - t0) / ITERS;
+	double us = (np_now_us() - t0) / ITERS;
 	s->iters = ITERS;
 	s->avg_us = us;
 	s->algbw_gbps = us > 0 ? (double)s->bytes / (us * 1e3) : 0;
-	s->busbw_gbps = s->algbw_gbps * smoke_busbw_factor(k->o->world);
+	s->busbw_gbps = s->algbw_gbps * gpu_busbw_factor(k->o->world);
 	return 0;
 }
 
@@ -206,7 +193,7 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
  * rank behind it; an all-gather then gives every rank every figure. */
 static int ring_run(struct rank *k, long bytes, np_error *err)
 {
-	const struct smoke_nccl_api *n = &k->l->nccl;
+	const struct gpu_nccl_api *n = &k->l->nccl;
 	int w = k->o->world, me = k->o->rank;
 	size_t count = (size_t)bytes / sizeof(float);
 	float *recv = NULL, *all = NULL, *mine = NULL;
@@ -222,7 +209,7 @@ static int ring_run(struct rank *k, long bytes, np_error *err)
 	mine = all + w; /* one float after the gathered ones */
 	double best = 0;
 	for (int it = 0; it < 3; it++) {
-		double t0 = now_us();
+		double t0 = np_now_us();
 		ncclResult_t nr = n->GroupStart();
 		if (nr == ncclSuccess)
 			nr = n->Send(k->dev, count, ncclFloat32, (me + 1) % w, k->comm, k->stream);
@@ -238,7 +225,7 @@ static int ring_run(struct rank *k, long bytes, np_error *err)
 			goto out;
 		if (wait_stream(k, "ring step", err) < 0)
 			goto out;
-		double us = now_us() - t0;
+		double us = np_now_us() - t0;
 		double gbps = us > 0 ? (double)bytes / (us * 1e3) : 0;
 		if (gbps > best)
 			best = gbps;
@@ -278,14 +265,14 @@ out:
 	return ret;
 }
 
-int smoke_rank_run(const struct smoke_libs *l, const struct smoke_run_opts *o,
+int gpu_rank_run(const struct gpu_libs *l, const struct gpu_run_opts *o,
 		   struct smoke_result *r, np_error *err)
 {
 	struct rank k = { .l = l, .o = o, .r = r };
 	int64_t t0 = np_now_ms();
 	int ret = -1;
 	long sizes[SMOKE_SIZES_MAX];
-	size_t n = smoke_plan_sizes(o->max_bytes, sizes);
+	size_t n = gpu_plan_sizes(o->max_bytes, sizes);
 	long max = sizes[n - 1];
 
 	r->rank = o->rank;
@@ -343,7 +330,7 @@ int smoke_rank_run(const struct smoke_libs *l, const struct smoke_run_opts *o,
 			break;
 	}
 	if (o->world >= 3 && o->world <= SMOKE_RING_MAX && r->n_sizes && !r->sizes[r->n_sizes - 1].wrong &&
-	    ring_run(&k, max < SMOKE_RING_BYTES ? max : SMOKE_RING_BYTES, err) < 0)
+	    ring_run(&k, max < GPU_RING_BYTES ? max : GPU_RING_BYTES, err) < 0)
 		goto out;
 	r->phase = SMOKE_PHASE_DONE;
 	ret = 0;

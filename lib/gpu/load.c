@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "smoke/gpu.h"
+#include "gpu/gpu.h"
 
 /* The CUDA runtime's soname carries its major version; newest first. */
 static const char *const cudart_sonames[] = { "libcudart.so.13", "libcudart.so.12",
@@ -33,7 +33,7 @@ static const char *const cudart_globs[] = {
 	NULL,
 };
 
-size_t smoke_python_prefixes(const char *path_env, const char *virtual_env,
+size_t gpu_python_prefixes(const char *path_env, const char *virtual_env,
 			     const char *conda_prefix, char buf[][SMOKE_PATH_MAX], size_t max)
 {
 	size_t n = 0;
@@ -115,7 +115,7 @@ static void *open_lib(const char *name, char *path, size_t path_len, char *tried
 	return h;
 }
 
-size_t smoke_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_PATH_MAX],
+size_t gpu_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_PATH_MAX],
 			 size_t max)
 {
 	const char *const *globs = nccl ? nccl_globs : cudart_globs;
@@ -141,7 +141,7 @@ static void *open_globs(const char *const *prefixes, bool nccl, char *path, size
 			char *tried, size_t tried_len, const char *probe_sym)
 {
 	static char found[32][SMOKE_PATH_MAX];
-	size_t n = smoke_wheel_paths(prefixes, nccl, found, 32);
+	size_t n = gpu_wheel_paths(prefixes, nccl, found, 32);
 	for (size_t i = 0; i < n; i++) {
 		void *h = open_lib(found[i], path, path_len, tried, tried_len, probe_sym);
 		if (h)
@@ -161,7 +161,7 @@ static int load_syms(void *h, const char *lib, const char *const *names, void **
 	return 0;
 }
 
-int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct smoke_result *r,
+int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_result *r,
 		    np_error *err)
 {
 	char tried[1024] = "";
@@ -214,7 +214,7 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 		"ncclGroupEnd", "ncclGetErrorString", "ncclGetLastError",
 	};
 	_Static_assert(sizeof(nccl_names) / sizeof(nccl_names[0]) ==
-			       sizeof(struct smoke_nccl_api) / sizeof(void *),
+			       sizeof(struct gpu_nccl_api) / sizeof(void *),
 		       "one name per NCCL slot");
 	if (load_syms(l->nccl_h, l->nccl_path, nccl_names, (void **)&l->nccl, 14, 15, err) < 0) {
 		r->unavailable = SMOKE_NO_NCCL;
@@ -228,7 +228,7 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 		"cudaGetErrorString",
 	};
 	_Static_assert(sizeof(cuda_names) / sizeof(cuda_names[0]) ==
-			       sizeof(struct smoke_cuda_api) / sizeof(void *),
+			       sizeof(struct gpu_cuda_api) / sizeof(void *),
 		       "one name per CUDA slot");
 	/* CUDA 12 renamed cudaGetDeviceProperties to _v2 in its header and
 	 * kept the old symbol; earlier runtimes (and 13) have only the old one. */
@@ -245,7 +245,7 @@ int smoke_libs_load(const struct smoke_search *s, struct smoke_libs *l, struct s
 	return 0;
 }
 
-void smoke_libs_close(struct smoke_libs *l)
+void gpu_libs_close(struct gpu_libs *l)
 {
 	/* Never dlclose NCCL: its threads may still run after an abort. */
 	memset(l, 0, sizeof(*l));

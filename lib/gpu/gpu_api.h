@@ -11,8 +11,8 @@
  * config->version (init.cc parseCommConfig).  nicpick declares the 2.14
  * prefix, the first release with non-blocking init, and says so in the
  * version field. */
-#ifndef NP_SMOKE_GPU_API_H
-#define NP_SMOKE_GPU_API_H
+#ifndef NP_GPU_API_H
+#define NP_GPU_API_H
 
 #include <stddef.h>
 

@@ -1,6 +1,8 @@
-/* Where nicpick-smoke looks for NCCL and the CUDA runtime that PyTorch
- * wheels ship: python prefixes from $VIRTUAL_ENV, $CONDA_PREFIX and PATH,
- * then site-packages/nvidia/{nccl,cuda_runtime,cu13}/lib, in order. */
+/* lib/gpu, the smoke companion's module: what one rank runs and checks
+ * (sizes, values, exact sums), and where it looks for NCCL and the CUDA
+ * runtime that PyTorch wheels ship: python prefixes from $VIRTUAL_ENV,
+ * $CONDA_PREFIX and PATH, then site-packages/nvidia/{nccl,cuda_runtime,cu13}/lib,
+ * in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "smoke/gpu.h"
+#include "gpu/gpu.h"
 
 static char root[] = "/tmp/np-smoke-search-XXXXXX";
 
@@ -67,7 +69,7 @@ static void prefixes_come_from_venv_conda_and_path(void **state)
 	snprintf(venv, sizeof(venv), "%s/venv", root);
 	snprintf(conda, sizeof(conda), "%s/conda", root);
 	snprintf(path, sizeof(path), "%s/nopython/bin:%s/venv/bin:relative/bin", root, root);
-	size_t n = smoke_python_prefixes(path, NULL, conda, buf, 16);
+	size_t n = gpu_python_prefixes(path, NULL, conda, buf, 16);
 	assert_true(n >= 3);
 	assert_string_equal(buf[0], conda);
 	assert_string_equal(buf[1], venv); /* PATH's python3, its bin/.. */
@@ -77,7 +79,7 @@ static void prefixes_come_from_venv_conda_and_path(void **state)
 	for (size_t i = 0; i < n; i++)
 		assert_null(strstr(buf[i], "nopython")); /* no python3 there */
 	/* VIRTUAL_ENV first, no duplicates. */
-	n = smoke_python_prefixes(path, venv, NULL, buf, 16);
+	n = gpu_python_prefixes(path, venv, NULL, buf, 16);
 	assert_string_equal(buf[0], venv);
 	for (size_t i = 1; i < n; i++)
 		assert_string_not_equal(buf[i], venv);
@@ -90,11 +92,11 @@ static void wheel_libraries_are_found_newest_first(void **state)
 	snprintf(venv, sizeof(venv), "%s/venv", root);
 	snprintf(conda, sizeof(conda), "%s/conda", root);
 	const char *prefixes[] = { venv, conda, NULL };
-	size_t n = smoke_wheel_paths(prefixes, true, out, 8);
+	size_t n = gpu_wheel_paths(prefixes, true, out, 8);
 	assert_int_equal(n, 2);
 	snprintf(want, sizeof(want), "%s/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2", venv);
 	assert_string_equal(out[0], want);
-	n = smoke_wheel_paths(prefixes, false, out, 8);
+	n = gpu_wheel_paths(prefixes, false, out, 8);
 	assert_int_equal(n, 2);
 	snprintf(want, sizeof(want), "%s/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13", venv);
 	assert_string_equal(out[0], want); /* the CUDA 13 wheels' layout */
@@ -102,25 +104,72 @@ static void wheel_libraries_are_found_newest_first(void **state)
 		 "%s/lib/python3.10/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", conda);
 	assert_string_equal(out[1], want);
 	const char *none[] = { "/nonexistent", NULL };
-	assert_int_equal(smoke_wheel_paths(none, true, out, 8), 0);
+	assert_int_equal(gpu_wheel_paths(none, true, out, 8), 0);
 }
 
 static void an_explicit_path_that_is_no_library_names_it(void **state)
 {
-	struct smoke_search s = { .cudart_lib = "/etc/hostname" };
-	struct smoke_libs l;
+	struct gpu_search s = { .cudart_lib = "/etc/hostname" };
+	struct gpu_libs l;
 	struct smoke_result r = { 0 };
 	np_error err = { 0 };
-	assert_int_equal(smoke_libs_load(&s, &l, &r, &err), -1);
+	assert_int_equal(gpu_libs_load(&s, &l, &r, &err), -1);
 	assert_int_equal(err.status, NP_ESMOKE);
 	assert_int_equal(r.unavailable, SMOKE_NO_CUDART);
 	assert_non_null(strstr(err.msg, "no usable CUDA runtime: /etc/hostname ("));
 	assert_null(strstr(err.msg, "set NICPICK_CUDART_LIB")); /* it was set */
 }
 
+static void sizes_end_at_the_bound(void **state)
+{
+	long s[SMOKE_SIZES_MAX];
+	size_t n = gpu_plan_sizes(64L << 20, s);
+	assert_int_equal(n, 3);
+	assert_int_equal(s[0], 1L << 20);
+	assert_int_equal(s[1], 8L << 20);
+	assert_int_equal(s[2], 64L << 20);
+	n = gpu_plan_sizes(65536, s);
+	assert_int_equal(n, 1);
+	assert_int_equal(s[0], 65536);
+	n = gpu_plan_sizes(10, s); /* below the minimum: the minimum */
+	assert_int_equal(n, 1);
+	assert_int_equal(s[0], SMOKE_MIN_BYTES);
+	n = gpu_plan_sizes(1L << 34, s);
+	assert_true(n <= SMOKE_SIZES_MAX);
+	assert_int_equal(s[n - 1], 1L << 34);
+}
+
+static void expected_sums_are_exact_in_float(void **state)
+{
+	/* The sum over ranks of each rank's value, computed in float the way
+	 * a reduction would, equals the expected value exactly. */
+	int worlds[] = { 1, 2, 3, 7, 8, 9, 64, 1000, 100000 };
+	for (size_t w = 0; w < sizeof(worlds) / sizeof(worlds[0]); w++) {
+		for (size_t i = 0; i < 16; i++) {
+			float sum = 0;
+			for (int r = 0; r < worlds[w]; r++)
+				sum += gpu_input_value(r, i);
+			assert_true(sum == gpu_expected_sum(worlds[w], i));
+		}
+	}
+	/* Different elements differ, so a shifted or truncated buffer is caught. */
+	assert_true(gpu_expected_sum(2, 0) != gpu_expected_sum(2, 1));
+}
+
+static void busbw_factor_is_nccl_tests(void **state)
+{
+	assert_true(gpu_busbw_factor(1) == 1.0);
+	assert_true(gpu_busbw_factor(2) == 1.0);
+	assert_true(gpu_busbw_factor(4) == 1.5);
+	assert_true(gpu_busbw_factor(8) == 1.75);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sizes_end_at_the_bound),
+		cmocka_unit_test(expected_sums_are_exact_in_float),
+		cmocka_unit_test(busbw_factor_is_nccl_tests),
 		cmocka_unit_test(prefixes_come_from_venv_conda_and_path),
 		cmocka_unit_test(wheel_libraries_are_found_newest_first),
 		cmocka_unit_test(an_explicit_path_that_is_no_library_names_it),

@@ -1,0 +1,328 @@
+/* What the verbs share: option tables -> getopt and the usage text, the log
+ * lines, and the exit codes. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policy/policy.h"
+#include "probe/probe.h"
+#include "smoke/smoke.h"
+#include "util/clock.h"
+
+enum np_log_format cli_log_fmt = NP_LOG_TEXT;
+int64_t cli_started_ms;
+/* The pod this process runs for, as far as it is known (--pod-name, else
+ * POD_NAME from the downward API). */
+const char *cli_log_pod_name;
+
+/* ---- options every verb takes ---- */
+
+static int set_log_format(struct cli *c, const char *arg)
+{
+	if (np_log_format_parse(arg) < 0)
+		return cli_usage_error("--log-format '%s': expected text or json", arg);
+	cli_log_fmt = (enum np_log_format)np_log_format_parse(arg);
+	return 0;
+}
+
+static int set_help(struct cli *c, const char *arg)
+{
+	cli_print_usage(stdout);
+	exit(0);
+}
+
+static const struct cli_opt common_opts[] = {
+	{ "log-format", required_argument, "--log-format text|json",
+	  "text (default), or one JSON object per line: time, level,\npod, phase, message, fields",
+	  CLI_SEC_LOG, CLI_ALL, .set = set_log_format },
+	{ "help", no_argument, NULL, NULL, CLI_SEC_LOG, CLI_ALL, .set = set_help },
+	CLI_OPT_END,
+};
+
+/* ---- the usage text ---- */
+
+static const char *const section_title[CLI_SEC_N] = {
+	[CLI_SEC_SELECT] = "select:",
+	[CLI_SEC_SMOKE] = "smoke (select and smoke):",
+	[CLI_SEC_POLICY] = "policy (discover and select):",
+	[CLI_SEC_AGREE] = "agreement (--peers k8s):",
+	[CLI_SEC_LOG] = "logging:",
+	[CLI_SEC_INSTALL] = "install:",
+	[CLI_SEC_SOURCES] = "sources (tests, offline replay):",
+};
+
+/* Whose table holds each option, in the order the usage text walks them
+ * within a section. */
+static const struct cli_verb *const table_order[] = { &cli_select, &cli_smoke, &cli_discover,
+						      &cli_install, NULL /* common_opts */ };
+#define N_TABLES (sizeof(table_order) / sizeof(table_order[0]))
+
+static const struct cli_opt *table(size_t i)
+{
+	return table_order[i] ? table_order[i]->opts : common_opts;
+}
+
+#define HELP_COL 25
+
+static void usage_row(FILE *out, const struct cli_opt *o)
+{
+	size_t w = strlen(o->usage);
+	if (w + 3 <= HELP_COL)
+		fprintf(out, "  %-*s", HELP_COL - 2, o->usage);
+	else
+		fprintf(out, "  %s\n%*s", o->usage, HELP_COL, "");
+	for (const char *p = o->help; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		fprintf(out, "%.*s\n", (int)n, p);
+		if (!nl)
+			break;
+		p = nl + 1;
+		fprintf(out, "%*s", HELP_COL, "");
+	}
+}
+
+void cli_print_usage(FILE *out)
+{
+	const char *lead = "usage: ";
+	for (size_t v = 0; cli_verbs[v]; v++)
+		for (size_t i = 0; i < 2 && cli_verbs[v]->synopsis[i]; i++, lead = "       ")
+			fprintf(out, "%s%s\n", lead, cli_verbs[v]->synopsis[i]);
+	fputc('\n', out);
+	for (int s = 0; s < CLI_SEC_N; s++) {
+		fprintf(out, "%s\n", section_title[s]);
+		for (size_t t = 0; t < N_TABLES; t++)
+			for (const struct cli_opt *o = table(t); o->name || o->usage; o++)
+				if (o->section == (enum cli_section)s && o->usage && o->help)
+					usage_row(out, o);
+	}
+	fputs("\n"
+	      "exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
+	      "            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n",
+	      out);
+}
+
+/* ---- parsing ---- */
+
+#define OPTS_MAX 96
+
+int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
+{
+	memset(c, 0, sizeof(*c));
+	policy_init(&c->sel.policy);
+	c->sel.smoke.mode = SELECT_SMOKE_AUTO;
+	c->sel.smoke.port = SMOKE_DEFAULT_PORT;
+	c->sel.smoke.timeout_s = 60;
+	c->rank = -1;
+	c->timeout = 300;
+	c->sel.ex.probe_port = PROBE_DEFAULT_PORT;
+	c->sel.ex.log_interval_ms = 5000;
+	const char *env_expect = getenv("NICPICK_EXPECT");
+	if (env_expect && *env_expect) {
+		long e;
+		if (cli_parse_long(env_expect, 1, 100000, &e) < 0)
+			return cli_usage_error("NICPICK_EXPECT='%s': expected a pod count", env_expect);
+		c->sel.ex.expect = (int)e;
+	}
+
+	/* Every verb's options are known to getopt, so that one given to the
+	 * wrong verb is named with the verb it belongs to. */
+	static struct option lo[OPTS_MAX + 1];
+	static const struct cli_opt *opt_of[OPTS_MAX];
+	static const char *home_of[OPTS_MAX];
+	size_t n = 0;
+	for (size_t t = 0; t < N_TABLES; t++)
+		for (const struct cli_opt *o = table(t); (o->name || o->usage) && n < OPTS_MAX; o++) {
+			if (!o->name)
+				continue;
+			lo[n] = (struct option){ o->name, o->has_arg, NULL, 256 + (int)n };
+			opt_of[n] = o;
+			home_of[n] = table_order[t] ? table_order[t]->name : NULL;
+			n++;
+		}
+	lo[n] = (struct option){ 0 };
+
+	opterr = 0;
+	optind = 1;
+	int ch, rc;
+	while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		if (ch >= 256) {
+			const struct cli_opt *o = opt_of[ch - 256];
+			if (!(o->verbs & verb->bit))
+				return cli_usage_error("--%s is an option of '%s'", o->name, home_of[ch - 256]);
+			if (o->kind == CLI_STRING)
+				*(const char **)((char *)c + o->at) = optarg;
+			else if (o->kind == CLI_TRUE)
+				*(bool *)((char *)c + o->at) = true;
+			else if ((rc = o->set(c, optarg)) != 0)
+				return rc;
+			continue;
+		}
+		switch (ch) {
+		case 'h':
+			set_help(c, NULL);
+			return 0;
+		case ':':
+			return cli_usage_error("%s needs a value", argv[optind - 1]);
+		default:
+			return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error("unexpected argument '%s'", argv[optind]);
+	if (c->sel.snapshot && (c->sel.src.sysfs_root || c->sel.src.netlink_json))
+		return cli_usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	return 0;
+}
+
+int cli_parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int cli_long(const char *name, const char *a, long min, long max, const char *expect, long *dst)
+{
+	if (cli_parse_long(a, min, max, dst) < 0)
+		return cli_usage_error("--%s '%s': %s", name, a, expect);
+	return 0;
+}
+
+int cli_int(const char *name, const char *a, long min, long max, const char *expect, int *dst)
+{
+	long v;
+	int rc = cli_long(name, a, min, max, expect, &v);
+	if (rc == 0)
+		*dst = (int)v;
+	return rc;
+}
+
+int cli_parse_bytes(const char *s, long min, long max, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	int shift = 0;
+	if (*end == 'K' || *end == 'k')
+		shift = 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30, end++;
+	if (errno || end == s || *end || v < 0 || v > (max >> shift))
+		return -1;
+	v <<= shift;
+	if (v < min)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* ---- log lines and exit codes ---- */
+
+static const char *log_pod(void)
+{
+	if (cli_log_pod_name)
+		return cli_log_pod_name;
+	return getenv("POD_NAME") ? getenv("POD_NAME") : "";
+}
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void cli_emit(const char *level, const char *phase, bool elapsed, const char *msg,
+	      const struct np_log_field *fields, size_t n_fields)
+{
+	struct np_log_record rec = {
+		.time_ms = wall_ms(),
+		.elapsed_ms = elapsed ? np_now_ms() - cli_started_ms : -1,
+		.level = level,
+		.pod = log_pod(),
+		.phase = phase,
+		.message = msg,
+		.fields = fields,
+		.n_fields = n_fields,
+	};
+	char *line = np_log_format_line(cli_log_fmt, &rec);
+	if (line)
+		fputs(line, stderr);
+	else
+		fprintf(stderr, "nicpick: %s: %s\n", level, msg);
+	free(line);
+}
+
+/* One line per event, with the time since start: a reader of the pod's log
+ * sees at once where the waiting went. */
+void cli_log_line(void *ud, enum exchange_log_level level, const char *msg)
+{
+	(void)ud;
+	cli_emit(level == EXCHANGE_WARN ? "warning" : "info", "agree", true, msg, NULL, 0);
+}
+
+/* One line that says what to do next, per exit code. */
+static const char *const next_step[] = {
+	[NP_EINTERNAL] = "check the message above; rerun with the same flags once it is fixed",
+	[NP_EUSAGE] = "see 'nicpick --help'",
+	[NP_ENOIFACE] = "the table above says why each was refused; fix the links or widen "
+			"--include/--exclude/--cidr/--family/--min-speed",
+	[NP_ENOCOMMON] = "the pods share no usable network: see the table above",
+	[NP_EK8S] = "check the API server, the Role, --expect and --timeout",
+	[NP_ESMOKE] = "the smoke all-reduce failed or could not run; rerun with --nccl-debug to keep NCCL's log",
+};
+
+int cli_fail(const np_error *err)
+{
+	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
+	char code[8];
+	snprintf(code, sizeof(code), "%d", st);
+	if (cli_log_fmt == NP_LOG_JSON) {
+		struct np_log_field f[] = { { "exit_code", code }, { "next", next_step[st] } };
+		cli_emit("error", "exit", false, err->msg, f, 2);
+	} else {
+		char *msg = NULL;
+		if (asprintf(&msg, "%s (%s)", err->msg, next_step[st]) < 0)
+			msg = NULL;
+		cli_emit("error", "exit", false, msg ? msg : err->msg, NULL, 0);
+		free(msg);
+	}
+	return st;
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+	np_error err = { 0 };
+	char msg[NP_ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	np_error_set(&err, NP_EUSAGE, 0, "%s", msg);
+	return cli_fail(&err);
+}
+
+static char self_exe[4096];
+
+void cli_smoke_env(struct select_smoke_opts *o)
+{
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	self_exe[n > 0 ? n : 0] = '\0';
+	o->self_exe = self_exe;
+	o->smoke_bin = getenv("NICPICK_SMOKE_BIN");
+	o->path_env = getenv("PATH");
+	o->base_env = environ;
+}

@@ -1,0 +1,26 @@
+/* nicpick version: what was built, from what. */
+#include <stdio.h>
+
+#include "cli.h"
+
+#ifndef NICPICK_VERSION
+#define NICPICK_VERSION "0.0.0"
+#endif
+#ifndef NICPICK_GITREV
+#define NICPICK_GITREV "unknown"
+#endif
+
+static const struct cli_opt opts[] = { CLI_OPT_END };
+
+static int run(int argc, char **argv)
+{
+	printf("nicpick %s (%s)\n", NICPICK_VERSION, NICPICK_GITREV);
+	return 0;
+}
+
+const struct cli_verb cli_version = {
+	.name = "version",
+	.synopsis = { "nicpick version" },
+	.opts = opts,
+	.run = run,
+};
