@@ -634,6 +634,46 @@ static void test_gatherer_counts_match_a_recount_after_any_events(void **state)
 	gather_free_members(&g);
 }
 
+/* The ring and the smoke ranks handed out in one pass over the rail are
+ * the ones agree_rail_rank gives pod by pod. */
+static void test_gatherer_parts_carry_the_ranks_of_agree_rail_rank(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	struct ex x;
+	memset(&x, 0, sizeof(x));
+	x.g = &g;
+	x.name = "p3";
+	enum { N = 10 };
+	struct agree_assign as[N];
+	memset(as, 0, sizeof(as));
+	for (int i = 0; i < N; i++) {
+		snprintf(as[i].pod, sizeof(as[i].pod), "p%d", i);
+		snprintf(as[i].ifname, sizeof(as[i].ifname), "eth%d", i);
+		snprintf(as[i].addr, sizeof(as[i].addr), "10.9.0.%d", i + 1);
+		as[i].family = AF_INET;
+		member(&g, as[i].pod, true);
+	}
+	struct agree_rail rail = { .min_mbps = 1000, .n_assign = N, .assign = as };
+	snprintf(rail.net.text, sizeof(rail.net.text), "10.9.0.0/24");
+	np_error err = { 0 };
+	assert_int_equal(gather_rail_assign(&x, &rail, false, &err), 0);
+	for (int i = 0; i < N; i++) {
+		struct agree_rank rk;
+		assert_int_equal(agree_rail_rank(&rail, "p3", as[i].pod, &rk, &err), 0);
+		const struct member *m = gather_member(&g, as[i].pod, false);
+		assert_int_equal(m->n_parts, 1);
+		assert_int_equal(m->parts[0].rank, rk.rank);
+		assert_int_equal(m->parts[0].world, rk.world);
+		assert_string_equal(m->parts[0].root, rk.root_addr);
+		assert_string_equal(m->parts[0].next_pod, as[(i + 1) % N].pod);
+	}
+	x.name = "not-on-the-rail";
+	assert_int_equal(gather_rail_assign(&x, &rail, false, &err), -1);
+	assert_int_equal(err.status, NP_EINTERNAL);
+	gather_free_members(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -648,6 +688,7 @@ int main(void)
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
 		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
+		cmocka_unit_test(test_gatherer_parts_carry_the_ranks_of_agree_rail_rank),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
