@@ -48,6 +48,7 @@ struct ex {
 	struct agree_report mine;
 	char rv[64];
 	size_t list_page; /* > 0: the watch lists in pages of this many pods */
+	bool watch_meta;  /* the watch asks for the pods' metadata only */
 	bool stop;   /* the watch callback asked to act */
 	bool failed; /* ... or failed, with err */
 	np_error err;

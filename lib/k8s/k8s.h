@@ -136,6 +136,12 @@ struct k8s_watch_opts {
 	 * RELIST_BEGIN, ADDED..., RELIST_END: a job's list is never in one
 	 * buffer.  0: one RELIST with the whole list. */
 	size_t page_limit;
+	/* Only the pods' metadata (name, uid, labels, annotations, ...):
+	 * PartialObjectMetadata through the Accept header, as client-go's
+	 * metadata client asks (client-go/metadata/metadata.go List and
+	 * Watch), with application/json after it for a server that does not
+	 * offer it.  For a consumer that reads nothing else. */
+	bool metadata_only;
 };
 int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_selector,
 		       const char *field_selector, const char *resource_version,

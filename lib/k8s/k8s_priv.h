@@ -87,6 +87,9 @@ struct k8s_client {
 	void *tick_ud;
 	int64_t tick_ms, next_tick;
 	long last_http; /* status of the last response, 0 when none came */
+	/* The Accept header's value while set (a metadata-only watch sets it
+	 * for its own requests); NULL: application/json. */
+	const char *accept;
 };
 
 /* One HTTP attempt.  With write_fn NULL the body is collected into resp. */

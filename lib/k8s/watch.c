@@ -10,6 +10,9 @@
 #include "util/cleanup.h"
 
 #define K8S_MAX_LINE (16u << 20) /* one watch event */
+/* client-go/metadata/metadata.go, JSON only (nicpick speaks no protobuf). */
+#define K8S_ACCEPT_META_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define K8S_ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 static const char *const type_names[] = {
 	[K8S_WATCH_ADDED] = "ADDED",	   [K8S_WATCH_MODIFIED] = "MODIFIED",
@@ -359,6 +362,8 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		       const struct k8s_watch_opts *opts, k8s_watch_cb cb, void *ud, np_error *err)
 {
 	size_t page_limit = opts ? opts->page_limit : 0;
+	bool meta = opts && opts->metadata_only;
+	const char *accept = c->accept;
 	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err };
 	w.lb.max_line = K8S_MAX_LINE;
 	bool need_list = !resource_version || !*resource_version;
@@ -372,6 +377,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 	for (;;) {
 		if (need_list) {
 			w.outcome = W_NONE;
+			c->accept = meta ? K8S_ACCEPT_META_LIST : accept;
 			if ((page_limit ? relist_paged(&w, ns, label_selector, field_selector, page_limit)
 					: relist(&w, ns, label_selector, field_selector)) < 0)
 				break;
@@ -406,7 +412,10 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		x.cap_ms = tsec * 1000 + 5000;
 
 		int64_t start = k8s_mono_ms();
-		if (k8s_perform(c, &x, err) < 0)
+		c->accept = meta ? K8S_ACCEPT_META : accept;
+		int pr = k8s_perform(c, &x, err);
+		c->accept = accept;
+		if (pr < 0)
 			break;
 		long delay = -1;
 		int next = after_connection(&w, &x, k8s_mono_ms() - start, &reauthed, &delay);
@@ -435,6 +444,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		if (k8s_wait(c, delay, what, err) < 0)
 			break;
 	}
+	c->accept = accept;
 	w.path = NULL;
 	k8s_buf_free(&x.resp);
 	k8s_buf_free(&w.errbody);

@@ -26,6 +26,7 @@ CASES = [
     "test_list_pages_deliver_every_pod_once",
     "test_list_expired_continue_lists_again_from_the_start",
     "test_watch_sees_modified_after_patch",
+    "test_watch_metadata_only_carries_metadata_and_annotations",
     "test_watch_bookmarks_advance_resource_version",
     "test_watch_dropped_resumes_without_losing_events",
     "test_watch_410_relists_and_continues",

@@ -787,6 +787,47 @@ static void test_list_expired_continue_lists_again_from_the_start(void **state)
 	k8s_client_free(c);
 }
 
+/* A metadata-only watch (PartialObjectMetadata through Accept, as
+ * client-go's metadata client asks): the list and the events carry the
+ * pods' metadata, annotations included, and no spec or status. */
+static int cb_meta(enum k8s_watch_type t, json_t *obj, void *ud)
+{
+	struct wctx *w = ud;
+	if (t == K8S_WATCH_RELIST) {
+		w->relists++;
+		json_t *items = json_object_get(obj, "items");
+		assert_int_equal(json_array_size(items), 1);
+		json_t *it = json_array_get(items, 0);
+		assert_string_equal(meta(it, "name"), "md-a");
+		assert_null(json_object_get(it, "spec"));
+		assert_null(json_object_get(it, "status"));
+		admin_patch_pod("md-a", "step", "1");
+		return 0;
+	}
+	if (t == K8S_WATCH_MODIFIED) {
+		assert_string_equal(json_string_value(json_object_get(obj, "kind")), "PartialObjectMetadata");
+		assert_null(json_object_get(obj, "spec"));
+		record_step(w, obj);
+		return 1;
+	}
+	return 0;
+}
+
+static void test_watch_metadata_only_carries_metadata_and_annotations(void **state)
+{
+	seed_pod("md-a", "md", "worker");
+	struct wctx w = { 0 };
+	struct k8s_client *c = client(10, NULL);
+	np_error err = { 0 };
+	struct k8s_watch_opts o = { .metadata_only = true };
+	if (k8s_watch_pods_opt(c, E.ns, "app=md", NULL, NULL, &o, cb_meta, &w, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(w.relists, 1);
+	assert_int_equal(w.nseen, 1);
+	assert_string_equal(w.seen[0], "1");
+	k8s_client_free(c);
+}
+
 int main(void)
 {
 	const char *missing = NULL;
@@ -829,6 +870,7 @@ int main(void)
 		cmocka_unit_test_setup(test_list_pages_deliver_every_pod_once, reset_server),
 		cmocka_unit_test_setup(test_list_expired_continue_lists_again_from_the_start, reset_server),
 		cmocka_unit_test_setup(test_watch_sees_modified_after_patch, reset_server),
+		cmocka_unit_test_setup(test_watch_metadata_only_carries_metadata_and_annotations, reset_server),
 		cmocka_unit_test_setup(test_watch_bookmarks_advance_resource_version, reset_server),
 		cmocka_unit_test_setup(test_watch_dropped_resumes_without_losing_events,
 				       reset_server),
