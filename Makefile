@@ -7,7 +7,7 @@ PYTHON   ?= /usr/bin/python3
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GITREV   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-PKGS     := libnl-3.0 libnl-route-3.0 libnl-genl-3.0 jansson
+PKGS     := libnl-3.0 libnl-route-3.0 libnl-genl-3.0 jansson yaml-0.1
 # libcurl is loaded at run time (lib/k8s/curl.c): only its headers here.
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -22,7 +22,7 @@ PKG_CFLAGS := -I$(STATIC_DEPS)/prefix/include -I$(STATIC_DEPS)/prefix/include/li
               -I$(STATIC_DEPS)/kernel-include -DCURL_STATICLIB -DK8S_CURL_STATIC \
               -ffunction-sections -fdata-sections
 PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -lcurl -lmbedtls -lmbedx509 -lmbedcrypto \
-              -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson
+              -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson -lyaml
 LDFLAGS    += -static -Wl,--gc-sections
 endif
 

@@ -4,7 +4,7 @@
 set -eu
 # (the static nicpick's dependencies come from Debian's sources; the smoke
 # companion beside it links Debian's own static archives)
-static="gcc libc6-dev linux-libc-dev make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev
+static="gcc libc6-dev linux-libc-dev make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev libyaml-dev
 musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
 need="$static
 libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build nicpick's static dependencies with musl, from Debian's own source
-# packages: libcurl (HTTPS only), jansson and libnl-3 (route, genl) from
+# packages: libcurl (HTTPS only), jansson, libyaml and libnl-3 (route, genl) from
 # Debian 12, mbedTLS 3.6 from Debian 13 (Debian 12's mbedTLS 2.28 cannot
 # match an iPAddress subjectAltName, and in-cluster the API server is an IP
 # address).  Everything lives under DIR (default build/static/deps): private
@@ -124,6 +124,21 @@ build_jansson() {
 	touch "$STAMP/jansson"
 }
 
+build_yaml() {
+	[ -e "$STAMP/yaml" ] && return 0
+	fetch libyaml bookworm
+	log "building libyaml"
+	# As for jansson: Debian's libyaml source has no configure script, its
+	# CMake build makes the static library.
+	y=$SRC/libyaml-bookworm
+	run "$y.configure.log" cmake -S "$y" -B "$y/_build" \
+		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
+		-DCMAKE_INSTALL_PREFIX="$PREFIX" -DBUILD_SHARED_LIBS=OFF -DBUILD_TESTING=OFF \
+		-DINSTALL_CMAKE_DIR=lib/cmake/yaml
+	run "$y.build.log" cmake --build "$y/_build" -j "$JOBS" --target install
+	touch "$STAMP/yaml"
+}
+
 build_libnl() {
 	[ -e "$STAMP/libnl" ] && return 0
 	fetch libnl3 bookworm
@@ -173,6 +188,7 @@ build_curl() {
 
 build_mbedtls
 build_jansson
+build_yaml
 build_libnl
 build_curl
 log "ready in $PREFIX"

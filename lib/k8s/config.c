@@ -200,6 +200,14 @@ void k8s_config_free(struct k8s_config *cfg)
 	free(cfg->token_file);
 	free(cfg->namespace);
 	free(cfg->pod_name);
+	free(cfg->token);
+	free(cfg->ca_pem);
+	free(cfg->client_cert_pem);
+	free(cfg->client_key_pem);
+	free(cfg->client_cert_file);
+	free(cfg->client_key_file);
+	free(cfg->tls_server_name);
+	k8s_exec_free(cfg->exec);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -208,7 +216,7 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-void k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src)
+bool k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src)
 {
 	dst->server = dup_or_null(src->server);
 	dst->ca_file = dup_or_null(src->ca_file);
@@ -216,10 +224,43 @@ void k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src)
 	dst->namespace = dup_or_null(src->namespace);
 	dst->pod_name = dup_or_null(src->pod_name);
 	dst->insecure_skip_tls_verify = src->insecure_skip_tls_verify;
+	dst->token = dup_or_null(src->token);
+	dst->ca_pem = dup_or_null(src->ca_pem);
+	dst->client_cert_pem = dup_or_null(src->client_cert_pem);
+	dst->client_key_pem = dup_or_null(src->client_key_pem);
+	dst->client_cert_file = dup_or_null(src->client_cert_file);
+	dst->client_key_file = dup_or_null(src->client_key_file);
+	dst->tls_server_name = dup_or_null(src->tls_server_name);
+	dst->exec = src->exec ? k8s_exec_dup(src->exec) : NULL;
+	return (!src->token || dst->token) && (!src->ca_pem || dst->ca_pem) &&
+	       (!src->client_cert_pem || dst->client_cert_pem) &&
+	       (!src->client_key_pem || dst->client_key_pem) &&
+	       (!src->client_cert_file || dst->client_cert_file) &&
+	       (!src->client_key_file || dst->client_key_file) &&
+	       (!src->tls_server_name || dst->tls_server_name) && (!src->exec || dst->exec);
+}
+
+/* An exec plugin's credential is kept until it expires or a 401 forces a
+ * new one (client-go's exec.go). */
+static int exec_refresh(struct k8s_client *c, bool force, np_error *err)
+{
+	bool have = c->cred.token || c->cred.cert_pem;
+	if (have && !force && !k8s_exec_cred_expired(&c->cred, time(NULL)))
+		return 0;
+	/* the plugin runs within the client's deadline (none: a minute) */
+	int64_t left = k8s_remaining_ms(c);
+	struct k8s_exec_cred cred;
+	if (k8s_exec_run(c->cfg.exec, left == INT64_MAX ? 60000 : left > 0 ? left : 1, &cred, err) < 0)
+		return -1;
+	k8s_exec_cred_free(&c->cred);
+	c->cred = cred;
+	return 0;
 }
 
 int k8s_token_refresh(struct k8s_client *c, bool force, np_error *err)
 {
+	if (c->cfg.exec)
+		return exec_refresh(c, force, err);
 	if (!c->cfg.token_file)
 		return 0;
 	struct stat st;

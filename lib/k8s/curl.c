@@ -27,6 +27,10 @@ struct k8s_curl_api k8s_curl = {
 	.free = curl_free,
 	.slist_append = curl_slist_append,
 	.slist_free_all = curl_slist_free_all,
+	.url = curl_url,
+	.url_cleanup = curl_url_cleanup,
+	.url_get = curl_url_get,
+	.url_set = curl_url_set,
 };
 
 int k8s_curl_load(np_error *err)
@@ -70,6 +74,10 @@ static void load(void)
 	SYM(free, "curl_free");
 	SYM(slist_append, "curl_slist_append");
 	SYM(slist_free_all, "curl_slist_free_all");
+	SYM(url, "curl_url");
+	SYM(url_cleanup, "curl_url_cleanup");
+	SYM(url_get, "curl_url_get");
+	SYM(url_set, "curl_url_set");
 #undef SYM
 	k8s_curl.loaded = true;
 }

@@ -46,6 +46,60 @@ void k8s_buf_free(struct k8s_buf *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* tls-server-name: curl verifies (and sends as SNI) the URL's host, so the
+ * URL names tls-server-name, CONNECT_TO sends the connection to the
+ * server's own host and port, and the Host header stays the server's. */
+static int server_name_setup(struct k8s_client *c, np_error *err)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+	int rc = -1;
+	if (!u) {
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
+		goto out;
+	}
+	if (curl_url_set(u, CURLUPART_URL, c->cfg.server, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+		np_error_set(err, NP_EUSAGE, 0, "kubernetes client: server %s is not a URL",
+			     c->cfg.server);
+		goto out;
+	}
+	/* Host: carries the port only when the URL names one (CURLUE_NO_PORT). */
+	char *pin = NULL;
+	bool default_port = curl_url_get(u, CURLUPART_PORT, &pin, 0) != CURLUE_OK;
+	curl_free(pin);
+	if (asprintf(&c->host_header, "Host: %s%s%s", host, default_port ? "" : ":",
+		     default_port ? "" : port) < 0) {
+		c->host_header = NULL;
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
+		goto out;
+	}
+	cleanup_free char *map = NULL;
+	if (asprintf(&map, "%s:%s:%s:%s", c->cfg.tls_server_name, port, host, port) < 0) {
+		map = NULL;
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
+		goto out;
+	}
+	if (!(c->connect_to = curl_slist_append(NULL, map)) ||
+	    curl_url_set(u, CURLUPART_HOST, c->cfg.tls_server_name, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_URL, &c->base_url, 0) != CURLUE_OK) {
+		np_error_set(err, NP_EUSAGE, 0, "kubernetes client: tls-server-name %s is not a host name",
+			     c->cfg.tls_server_name);
+		goto out;
+	}
+	/* curl_url_get gives "https://name:port/"; requests append the path. */
+	size_t len = strlen(c->base_url);
+	while (len > 0 && c->base_url[len - 1] == '/')
+		c->base_url[--len] = '\0';
+	rc = 0;
+out:
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return rc;
+}
+
 int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err)
 {
 	*out = NULL;
@@ -61,15 +115,19 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
 	}
 	c->curl = curl_easy_init();
-	k8s_config_copy(&c->cfg, cfg);
+	bool copied = k8s_config_copy(&c->cfg, cfg);
 	char host[256] = "nicpick";
 	if (!cfg->pod_name)
 		gethostname(host, sizeof(host) - 1);
 	c->reporting_instance = strdup(cfg->pod_name ? cfg->pod_name : host);
-	if (!c->curl || !c->cfg.server || !c->reporting_instance ||
+	if (!c->curl || !copied || !c->cfg.server || !c->reporting_instance ||
 	    (cfg->namespace && !c->cfg.namespace)) {
 		k8s_client_free(c);
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
+	}
+	if (c->cfg.tls_server_name && server_name_setup(c, err) < 0) {
+		k8s_client_free(c);
+		return -1;
 	}
 	/* The jitter only has to differ between pods, not be secret. */
 	if (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) != sizeof(c->rng))
@@ -87,6 +145,10 @@ void k8s_client_free(struct k8s_client *c)
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
 	k8s_config_free(&c->cfg);
+	k8s_exec_cred_free(&c->cred);
+	free(c->base_url);
+	curl_slist_free_all(c->connect_to);
+	free(c->host_header);
 	free(c->token);
 	free(c->reporting_instance);
 	free(c);
@@ -267,7 +329,7 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	cleanup_free char *url = NULL;
 	cleanup_free char *auth = NULL;
 	cleanup_free char *ctype = NULL;
-	if (asprintf(&url, "%s%s", c->cfg.server, x->path) < 0) {
+	if (asprintf(&url, "%s%s", c->base_url ? c->base_url : c->cfg.server, x->path) < 0) {
 		url = NULL;
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "request URL");
 	}
@@ -280,15 +342,20 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	/* No "Expect: 100-continue" round trip for small bodies. */
 	h = curl_slist_append(hdrs, "Expect:");
 	hdrs = h ? h : hdrs;
-	if (c->token && asprintf(&auth, "Authorization: Bearer %s", c->token) >= 0) {
+	const char *bearer = c->cred.token ? c->cred.token : c->token ? c->token : c->cfg.token;
+	if (bearer && asprintf(&auth, "Authorization: Bearer %s", bearer) >= 0) {
 		h = curl_slist_append(hdrs, auth);
+		hdrs = h ? h : hdrs;
+	}
+	if (c->host_header) {
+		h = curl_slist_append(hdrs, c->host_header);
 		hdrs = h ? h : hdrs;
 	}
 	if (x->content_type && asprintf(&ctype, "Content-Type: %s", x->content_type) >= 0) {
 		h = curl_slist_append(hdrs, ctype);
 		hdrs = h ? h : hdrs;
 	}
-	if (!hdrs || (c->token && !auth)) {
+	if (!hdrs || (bearer && !auth)) {
 		curl_slist_free_all(hdrs);
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "request headers");
 	}
@@ -312,6 +379,32 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https,http");
 	if (c->cfg.ca_file)
 		curl_easy_setopt(e, CURLOPT_CAINFO, c->cfg.ca_file);
+	/* kubeconfig data fields: PEM blobs, copied by curl */
+	const char *cert_pem = c->cred.cert_pem ? c->cred.cert_pem : c->cfg.client_cert_pem;
+	const char *key_pem = c->cred.key_pem ? c->cred.key_pem : c->cfg.client_key_pem;
+	struct curl_blob blob;
+	if (c->cfg.ca_pem) {
+		blob = (struct curl_blob){ c->cfg.ca_pem, strlen(c->cfg.ca_pem), CURL_BLOB_COPY };
+		curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &blob);
+	}
+	if (cert_pem) {
+		blob = (struct curl_blob){ (void *)cert_pem, strlen(cert_pem), CURL_BLOB_COPY };
+		curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &blob);
+		curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+	} else if (c->cfg.client_cert_file) {
+		curl_easy_setopt(e, CURLOPT_SSLCERT, c->cfg.client_cert_file);
+	}
+	if (key_pem) {
+		/* + 1: mbedTLS parses a PEM key only with its NUL in the length,
+		 * and curl passes a key blob on as it is (OpenSSL ignores the NUL). */
+		blob = (struct curl_blob){ (void *)key_pem, strlen(key_pem) + 1, CURL_BLOB_COPY };
+		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &blob);
+		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+	} else if (c->cfg.client_key_file) {
+		curl_easy_setopt(e, CURLOPT_SSLKEY, c->cfg.client_key_file);
+	}
+	if (c->connect_to)
+		curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
 	if (c->cfg.insecure_skip_tls_verify) {
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -417,8 +510,9 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 			}
 			rc = 0;
 			goto done;
-		} else if (x.http == 401 && !reauthed && c->cfg.token_file) {
-			/* Bound tokens rotate: re-read the file once and try again. */
+		} else if (x.http == 401 && !reauthed && (c->cfg.token_file || c->cfg.exec)) {
+			/* Bound tokens rotate: re-read the file (or re-run the exec
+			 * plugin, as client-go does) once and try again. */
 			reauthed = true;
 			if (k8s_token_refresh(c, true, err) < 0)
 				goto fail;

@@ -16,13 +16,21 @@
 
 #define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
+struct k8s_exec;
+
 struct k8s_config {
 	char *server;     /* "https://host:port", no trailing slash */
-	char *ca_file;    /* NULL only with insecure_skip_tls_verify */
+	char *ca_file;    /* NULL with insecure_skip_tls_verify, ca_pem, or a kubeconfig naming no CA */
 	char *token_file; /* NULL: send no Authorization header */
 	char *namespace;  /* the pod's namespace (always set after load) */
 	char *pod_name;   /* NULL when unknown */
 	bool insecure_skip_tls_verify;
+	/* From a kubeconfig (k8s/kubeconfig.h); NULL when unset. */
+	char *token;                              /* a fixed bearer token */
+	char *ca_pem, *client_cert_pem, *client_key_pem; /* PEM data */
+	char *client_cert_file, *client_key_file; /* PEM files */
+	char *tls_server_name;                    /* verified and sent as SNI instead of the host */
+	struct k8s_exec *exec;                    /* credential plugin, run when needed */
 };
 
 /* Command-line overrides; NULL / false fields fall back to the pod's

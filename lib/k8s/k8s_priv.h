@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "k8s/k8s.h"
+#include "k8s/kubeconfig.h"
 
 /* libcurl, loaded on first use (curl.c).  The macros below route every
  * curl call in lib/k8s through the table. */
@@ -31,6 +32,10 @@ struct k8s_curl_api {
 	__typeof__(&curl_free) free;
 	__typeof__(&curl_slist_append) slist_append;
 	__typeof__(&curl_slist_free_all) slist_free_all;
+	__typeof__(&curl_url) url;
+	__typeof__(&curl_url_cleanup) url_cleanup;
+	__typeof__(&curl_url_get) url_get;
+	__typeof__(&curl_url_set) url_set;
 };
 extern struct k8s_curl_api k8s_curl;
 /* Load libcurl once; every entry point that uses curl calls this first. */
@@ -52,6 +57,10 @@ int k8s_curl_load(np_error *err);
 #define curl_free(...) k8s_curl.free(__VA_ARGS__)
 #define curl_slist_append(...) k8s_curl.slist_append(__VA_ARGS__)
 #define curl_slist_free_all(...) k8s_curl.slist_free_all(__VA_ARGS__)
+#define curl_url(...) k8s_curl.url(__VA_ARGS__)
+#define curl_url_cleanup(...) k8s_curl.url_cleanup(__VA_ARGS__)
+#define curl_url_get(...) k8s_curl.url_get(__VA_ARGS__)
+#define curl_url_set(...) k8s_curl.url_set(__VA_ARGS__)
 #endif
 
 #define K8S_BACKOFF_BASE_MS 100
@@ -87,6 +96,12 @@ struct k8s_client {
 	void *tick_ud;
 	int64_t tick_ms, next_tick;
 	long last_http; /* status of the last response, 0 when none came */
+	struct k8s_exec_cred cred; /* from cfg.exec, until it expires or a 401 */
+	/* tls_server_name: the URL names it, curl connects to the server's
+	 * host (CONNECT_TO), and Host: stays the server's, as client-go does */
+	char *base_url;
+	struct curl_slist *connect_to;
+	char *host_header;
 	/* The Accept header's value while set (a metadata-only watch sets it
 	 * for its own requests); NULL: application/json. */
 	const char *accept;
@@ -115,7 +130,8 @@ struct k8s_xfer {
 char *k8s_server_url(const char *host, const char *port);
 /* Re-read the token file when forced or when its mtime/inode/size changed. */
 int k8s_token_refresh(struct k8s_client *c, bool force, np_error *err);
-void k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src);
+/* false when out of memory (dst is then still safe to free) */
+bool k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src);
 
 /* http.c */
 int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err);

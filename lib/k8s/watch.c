@@ -330,7 +330,7 @@ static int after_connection(struct watch *w, struct k8s_xfer *x, int64_t elapsed
 	}
 	if (x->http == 410)
 		return 3;
-	if (x->http == 401 && !*reauthed && c->cfg.token_file) {
+	if (x->http == 401 && !*reauthed && (c->cfg.token_file || c->cfg.exec)) {
 		*reauthed = true;
 		return k8s_token_refresh(c, true, w->err) < 0 ? -1 : 1;
 	}

@@ -9,13 +9,16 @@
   that Kubeflow's PyTorchJob CRD embeds (generated from k8s.io/api by
   controller-gen), closed the way strict field validation closes it: a
   misspelt or unknown field is an error there.
-- PyTorchJob and TrainJob objects are validated against their CRDs in
-  ../shared/schemas, strictly.
+- PyTorchJob, JobSet, TrainJob and ClusterTrainingRuntime objects are
+  validated strictly against their CRDs in ../shared/schemas: a TrainJob and
+  a runtime against the CRDs of every Trainer release there
+  (trainer-v*/), a JobSet against jobset v0.12.0's.
 
 validate(doc) returns a list of error strings: empty means valid.
 """
 import copy
 import functools
+import glob
 import json
 import os
 import re
@@ -33,6 +36,9 @@ VALIDATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "k8s_models
 FETCH = os.path.join(ROOT, "scripts", "fetch-k8s-schemas.sh")
 PYTORCHJOB_CRD = os.path.join(SHARED, "kubeflow.org_pytorchjobs.v1.9.0.yaml")
 TRAINJOB_CRD = os.path.join(SHARED, "trainer.kubeflow.org_trainjobs.yaml")
+JOBSET_CRD = os.path.join(SHARED, "jobset.x-k8s.io_jobsets.v0.12.0.yaml")
+# kubeflow/trainer manifests/base/crds/ at each release tag (../shared/schemas/README.md)
+TRAINER_DIRS = sorted(glob.glob(os.path.join(SHARED, "trainer-v*")))
 
 
 def missing(what):
@@ -43,13 +49,17 @@ def missing(what):
 
 
 def strict(schema):
-    """Close every object schema that lists its properties: unknown fields
-    are errors, as with strict server-side field validation."""
+    """Close every object schema that does not keep unknown fields: unknown
+    fields are errors, as with strict server-side field validation.  An
+    object with no properties at all (Trainer v2.2's `torch: {type: object}`)
+    is closed too: the API server prunes (or, strictly, rejects) every field
+    in it.  The root's metadata is ObjectMeta, which the API server checks
+    itself."""
     s = copy.deepcopy(schema)
 
     def walk(node):
         if isinstance(node, dict):
-            if (node.get("type") == "object" and "properties" in node
+            if (node.get("type") == "object"
                     and "additionalProperties" not in node
                     and not node.get("x-kubernetes-preserve-unknown-fields")):
                 node["additionalProperties"] = False
@@ -59,6 +69,9 @@ def strict(schema):
             for v in node:
                 walk(v)
     walk(s)
+    meta = (s.get("properties") or {}).get("metadata")
+    if meta is not None and "properties" not in meta:
+        meta.pop("additionalProperties", None)
     return s
 
 
@@ -79,10 +92,31 @@ def pod_template_schema():
     return spec["properties"]["pytorchReplicaSpecs"]["additionalProperties"]["properties"]["template"]
 
 
-CRDS = {
-    ("kubeflow.org/v1", "PyTorchJob"): (PYTORCHJOB_CRD, "v1"),
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): (TRAINJOB_CRD, "v1alpha1"),
-}
+def trainer_crds(plural):
+    """(label, path, version) of a Trainer CRD at every release in ../shared."""
+    if not TRAINER_DIRS:
+        missing(f"no {SHARED}/trainer-v*/: ../shared must lie beside the repository")
+    return [(f"trainer {os.path.basename(d)[len('trainer-'):]}",
+             os.path.join(d, f"trainer.kubeflow.org_{plural}.yaml"), "v1alpha1")
+            for d in TRAINER_DIRS]
+
+
+def crds_for(key):
+    """Every (label, CRD path, version) an object of this kind must satisfy."""
+    if key == ("kubeflow.org/v1", "PyTorchJob"):
+        return [("training-operator v1.9.0", PYTORCHJOB_CRD, "v1")]
+    if key == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
+        return [("jobset v0.12.0", JOBSET_CRD, "v1alpha2")]
+    if key == ("trainer.kubeflow.org/v1alpha1", "TrainJob"):
+        return [("trainer early v2", TRAINJOB_CRD, "v1alpha1")] + trainer_crds("trainjobs")
+    if key == ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"):
+        return trainer_crds("clustertrainingruntimes")
+    return []
+
+
+CRDS = {("kubeflow.org/v1", "PyTorchJob"), ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+        ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime")}
 
 
 def models_ready():
@@ -133,44 +167,7 @@ def pod_templates(doc):
             for p, jt in job_templates(doc)]
 
 
-# The JobSet CRD is not at hand: its own fields are checked against this
-# subset of the jobset.x-k8s.io/v1alpha2 API (what the examples use), the
-# Job and pod templates inside it against the Kubernetes schemas above.
-JOBSET_SPEC = {
-    "type": "object", "additionalProperties": False, "required": ["replicatedJobs"],
-    "properties": {
-        "network": {"type": "object", "additionalProperties": False, "properties": {
-            "enableDNSHostnames": {"type": "boolean"}, "subdomain": {"type": "string"},
-            "publishNotReadyAddresses": {"type": "boolean"}}},
-        "failurePolicy": {"type": "object", "properties": {
-            "maxRestarts": {"type": "integer", "minimum": 0}}},
-        "successPolicy": {"type": "object"},
-        "startupPolicy": {"type": "object"},
-        "suspend": {"type": "boolean"},
-        "replicatedJobs": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "additionalProperties": False, "required": ["name", "template"],
-            "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                           "replicas": {"type": "integer", "minimum": 0},
-                           "template": {"type": "object"}}}},
-    },
-}
-RUNTIME_SPEC = {
-    "type": "object", "additionalProperties": False, "required": ["template"],
-    "properties": {
-        "mlPolicy": {"type": "object", "additionalProperties": False, "properties": {
-            "numNodes": {"type": "integer", "minimum": 1},
-            "torch": {"type": "object", "properties": {
-                "numProcPerNode": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}}}},
-        "podGroupPolicy": {"type": "object"},
-        "template": {"type": "object", "additionalProperties": False, "properties": {
-            "metadata": {"type": "object"}, "spec": JOBSET_SPEC}},
-    },
-}
-
-
-CUSTOM = set(CRDS) | {("jobset.x-k8s.io/v1alpha2", "JobSet"),
-                      ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
-                      ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition")}
+CUSTOM = CRDS | {("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition")}
 
 
 def _schema_errors(schema, obj, where):
@@ -196,13 +193,9 @@ def validate_all(docs):
         errors[i] += [f"{where}{e}" for e in errs]
     for i, d in enumerate(docs):
         key = (d.get("apiVersion"), d.get("kind"))
-        if key in CRDS:
-            errors[i] += _schema_errors(crd_schema(*CRDS[key]), d, d["kind"])
-        elif key == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
-            errors[i] += _schema_errors(JOBSET_SPEC, d.get("spec"), "JobSet.spec")
-        elif key == ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"):
-            errors[i] += _schema_errors(RUNTIME_SPEC, d.get("spec"), "ClusterTrainingRuntime.spec")
-        elif key == ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"):
+        for label, path, version in crds_for(key):
+            errors[i] += _schema_errors(crd_schema(path, version), d, f"{d['kind']} ({label})")
+        if key == ("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition"):
             errors[i] += nad_errors(d)
         for path, tpl in pod_templates(d):
             errors[i] += _schema_errors(pod_template_schema(), tpl, path)

@@ -82,7 +82,13 @@ BREAKAGES = [
     ("jobset.yaml", "JobSet", lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"]
      .__setitem__("parallelism", -1) or d["spec"]["replicatedJobs"][0]["template"]["spec"]
      .__setitem__("completionMode", "Indexd"), "completionMode"),
+    ("jobset.yaml", "JobSet", lambda d: d["spec"]["network"].__setitem__("enableDNSHostname", True),
+     "enableDNSHostname"),
+    ("jobset.yaml", "JobSet", lambda d: d["spec"]["failurePolicy"].__setitem__("maxRestarts", "0"),
+     "maxRestarts"),
     ("trainjob.yaml", "TrainJob", lambda d: d["spec"].__delitem__("runtimeRef"), "runtimeRef"),
+    ("trainjob.yaml", "ClusterTrainingRuntime", lambda d: d["spec"]["mlPolicy"]
+     .__setitem__("numNode", 4), "numNode"),
     ("trainjob.yaml", "ClusterTrainingRuntime", lambda d: d["spec"]["template"]["spec"]
      ["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
      .__delitem__("name"), "name"),
@@ -102,6 +108,114 @@ def test_validation_fails_on_a_broken_manifest(name, kind, breakit, field):
     errors = k8sschema.validate_all(docs)
     assert errors[i], f"{name} {kind} with a broken {field} validated"
     assert any(field in e for e in errors[i]), errors[i]
+
+
+def test_every_trainer_release_and_the_jobset_crd_are_checked():
+    releases = [os.path.basename(d) for d in k8sschema.TRAINER_DIRS]
+    assert {"trainer-v2.0.0", "trainer-v2.2.1", "trainer-v2.3.0"} <= set(releases), releases
+    for kind, plural in (("TrainJob", "trainjobs"), ("ClusterTrainingRuntime", "clustertrainingruntimes")):
+        crds = k8sschema.crds_for(("trainer.kubeflow.org/v1alpha1", kind))
+        for d in k8sschema.TRAINER_DIRS:
+            assert any(path == os.path.join(d, f"trainer.kubeflow.org_{plural}.yaml") for _, path, _ in crds)
+    ((_, path, version),) = k8sschema.crds_for(("jobset.x-k8s.io/v1alpha2", "JobSet"))
+    assert os.path.basename(path) == "jobset.x-k8s.io_jobsets.v0.12.0.yaml" and version == "v1alpha2"
+
+
+def test_runtime_with_numprocpernode_is_rejected_from_trainer_2_2_on():
+    """Trainer v2.2 removed mlPolicy.torch.numProcPerNode (`torch` has no
+    fields): the runtime leaves torch empty, which every release accepts."""
+    docs = load_all("trainjob.yaml")
+    (i,) = [i for i, d in enumerate(docs) if d["kind"] == "ClusterTrainingRuntime"]
+    assert docs[i]["spec"]["mlPolicy"]["torch"] == {}
+    docs[i] = copy.deepcopy(docs[i])
+    docs[i]["spec"]["mlPolicy"]["torch"]["numProcPerNode"] = "auto"
+    errors = [e for e in k8sschema.validate_all(docs)[i] if "numProcPerNode" in e]
+    assert any("(trainer v2.2.1)" in e for e in errors), errors
+    assert any("(trainer v2.3.0)" in e for e in errors), errors
+    assert not any("(trainer v2.0.0)" in e for e in errors), errors
+
+
+# -- training-operator's own init container -----------------------------------
+
+# training-operator v1.7-v1.9 (kubeflow/training-operator,
+# pkg/controller.v1/pytorch/initcontainer.go at 1417bbc3, the default
+# template and setInitContainer): a job with a Master gets this container
+# appended to the init containers of every Worker pod, and only of those.
+# Later releases add a {{.MaxTries}} bound to the same nslookup loop.
+OPERATOR_INIT_TEMPLATE = """
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  command: ['sh', '-c', 'until nslookup {{.MasterAddr}}; do echo waiting for master; sleep 2; done;']
+"""
+
+
+def render(template, job):
+    """The operator's Go template, filled in as GetInitContainer does."""
+    text = (template.replace("{{.InitContainerImage}}", "alpine:3.10")
+            .replace("{{.MasterAddr}}", f"{job['metadata']['name']}-master-0")
+            .replace("{{.MaxTries}}", "100"))
+    assert "{{" not in text, text
+    return yaml.safe_load(text)
+
+
+def operator_pod(job, rtype, template):
+    """The pod spec the operator creates for replica type rtype."""
+    pod = copy.deepcopy(job["spec"]["pytorchReplicaSpecs"][rtype]["template"]["spec"])
+    if "Master" in job["spec"]["pytorchReplicaSpecs"] and rtype == "Worker":
+        pod["initContainers"] = pod.get("initContainers", []) + render(template, job)
+    return pod
+
+
+def documented_init_template():
+    """The template that deploy/pytorchjob.yaml's comment gives the operator."""
+    with open(os.path.join(DEPLOY, "pytorchjob.yaml")) as f:
+        text = f.read()
+    m = re.search(r"^# BEGIN init-pytorch template\n(.*?)^# END init-pytorch template$", text, re.M | re.S)
+    assert m, "deploy/pytorchjob.yaml lacks the init-pytorch template"
+    return "".join(line[2:] + "\n" for line in m.group(1).splitlines())
+
+
+def test_operator_init_container_breaks_restricted_for_workers_only():
+    job = by_kind("pytorchjob.yaml")["PyTorchJob"]
+    assert k8sschema.restricted_violations(operator_pod(job, "Master", OPERATOR_INIT_TEMPLATE)) == []
+    violations = k8sschema.restricted_violations(operator_pod(job, "Worker", OPERATOR_INIT_TEMPLATE))
+    assert violations and all(v.startswith("init-pytorch: ") for v in violations), violations
+
+
+def test_documented_operator_template_meets_restricted():
+    job = by_kind("pytorchjob.yaml")["PyTorchJob"]
+    template = documented_init_template()
+    assert "{{.MasterAddr}}" in template and "{{.InitContainerImage}}" in template
+    (c,) = render(template, job)
+    assert c["name"] == "init-pytorch" and "train-master-0" in " ".join(c["command"])
+    pod = operator_pod(job, "Worker", template)
+    assert [c["name"] for c in pod["initContainers"]][-1] == "init-pytorch"
+    assert k8sschema.restricted_violations(pod) == []
+    # without the pod's own securityContext too: the template stands alone
+    pod.pop("securityContext")
+    assert [v for v in k8sschema.restricted_violations(pod) if v.startswith("init-pytorch")] == []
+    errors = k8sschema._schema_errors(k8sschema.pod_template_schema(), {"spec": pod}, "Worker")
+    assert errors == []
+
+
+def test_readme_and_pytorchjob_say_how_to_run_under_restricted():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    with open(os.path.join(DEPLOY, "pytorchjob.yaml")) as f:
+        manifest = f.read()
+    for text in (readme, manifest):
+        assert "init-pytorch" in text
+        assert "--pytorch-init-container-template-file" in text
+        assert "baseline" in text
+    assert "runs under Pod Security\n`restricted` (except the hostNetwork one)" not in readme
 
 
 # -- RBAC and least privilege ------------------------------------------------

@@ -105,8 +105,9 @@ class AdminMixin:
             if act == "patch":      # merge patch that may also change status
                 return self.patch(r, ns, name, "application/merge-patch+json",
                                   payload.get("patch") or {}, raw=True)[0]
-            if act == "delete":
-                return self.delete(r, ns, name, {})
+            if act == "delete":     # immediate unless "graceful": true (pod strategy rules)
+                return self.delete(r, ns, name, {}, grace=payload.get("gracePeriodSeconds"),
+                                   graceful=bool(payload.get("graceful")))
             raise ApiError(400, f"unknown objects op {act!r}")
         if op == "compact":
             if payload.get("history"):
@@ -117,7 +118,10 @@ class AdminMixin:
         if op == "state":
             with self.store.wlock:
                 nw = len(self.store.watchers)
+            with self.store.lock:
+                wfloor = self.store.watch_floor()
             return {"resourceVersion": str(self.store.rv), "floor": str(self.store.floor),
+                    "watch_floor": str(wfloor),
                     "history": len(self.store.history), "watchers": nw,
                     "connections": len(self.conns),
                     "objects": {k: len(v) for k, v in self.store.objects.items()}}
@@ -131,9 +135,21 @@ class AdminMixin:
                     self.compact_interval = float(payload["compact_interval"] or 0)
                 if "authorization" in payload:
                     self.authorization = self.check_mode(payload["authorization"])
+                for k in ("anonymous_auth", "graceful_delete", "realistic_pods",
+                          "event_namespace_rule"):
+                    if k in payload:
+                        setattr(self, k, bool(payload[k]))
+                if "history_seconds" in payload:
+                    with self.store.lock:
+                        self.store.window = float(payload["history_seconds"] or 0)
             return {"bookmark_interval": self.bookmark_interval,
                     "watch_timeout": self.watch_timeout, "authorization": self.authorization,
-                    "compact_interval": self.compact_interval}
+                    "compact_interval": self.compact_interval,
+                    "anonymous_auth": self.anonymous_auth,
+                    "graceful_delete": self.graceful_delete,
+                    "history_seconds": self.store.window,
+                    "realistic_pods": self.realistic_pods,
+                    "event_namespace_rule": self.event_namespace_rule}
         raise ApiError(404, f"unknown admin endpoint {op!r}")
 
     def handle_admin(self, h, path, q, body):

@@ -38,8 +38,9 @@ def main(argv=None):
                     "kubeconfig and serviceaccount/namespace")
     ap.add_argument("--history", type=int, default=5000, help="watch history length in "
                     "events (default 5000); older resourceVersions get 410 Expired")
-    ap.add_argument("--bookmark-interval", type=float, default=1.0,
-                    help="seconds between BOOKMARK events (default 1)")
+    ap.add_argument("--bookmark-interval", type=float, default=None,
+                    help="seconds between BOOKMARK events (default 60, as kube-apiserver's "
+                    "bookmarkFrequency)")
     ap.add_argument("--watch-timeout", type=float, default=1800.0,
                     help="watch duration when the client gives no timeoutSeconds")
     ap.add_argument("--fault", action="append", type=_json_arg, default=[],
@@ -51,6 +52,20 @@ def main(argv=None):
                     "interval, as kube-apiserver compacts etcd (default 0: never)")
     ap.add_argument("--authorization-mode", choices=["RBAC"], help="RBAC: enforce the "
                     "stored Roles, ClusterRoles and bindings (seed them with --seed)")
+    ap.add_argument("--history-seconds", type=float, default=None,
+                    help="also drop watch history older than S seconds, as the watch "
+                    "cache keeps 75 s (eventFreshDuration; the default); 0: no time limit")
+    ap.add_argument("--anonymous-auth", action="store_true", default=None, help="a request without a "
+                    "token is system:anonymous and gets 403, as kube-apiserver's default "
+                    "(without it: 401, as --anonymous-auth=false)")
+    ap.add_argument("--graceful-delete", action="store_true", default=None, help="delete scheduled pods "
+                    "gracefully: deletionTimestamp, removal after the grace period")
+    ap.add_argument("--realistic-pods", action="store_true", default=None, help="created pods carry "
+                    "managedFields, full defaults and a running status, as a real pod")
+    ap.add_argument("--no-event-namespace-rule", action="store_false", default=None,
+                    dest="event_namespace_rule", help="accept a core/v1 Event without "
+                    "eventTime and involvedObject.namespace in any namespace (real: only "
+                    "in default, legacyValidateEvent)")
     ap.add_argument("--seed", type=lambda p: _json_arg("@" + p), dest="seed_file", metavar="FILE",
                     help="JSON file of objects to create at start (see README)")
     ap.add_argument("--seed-json", type=_json_arg, help=argparse.SUPPRESS)
@@ -70,7 +85,10 @@ def main(argv=None):
                         a.admin_token, a.history, a.bookmark_interval, a.watch_timeout,
                         a.fault, a.rbac, seed, a.verbose, namespace=a.namespace,
                         authorization=a.authorization_mode,
-                        compact_interval=a.compact_interval).start()
+                        compact_interval=a.compact_interval,
+                        anonymous_auth=a.anonymous_auth, graceful_delete=a.graceful_delete,
+                        history_seconds=a.history_seconds, realistic_pods=a.realistic_pods,
+                        event_namespace_rule=a.event_namespace_rule).start()
     except (ApiError, RuntimeError, OSError) as e:
         print(f"kubeapi: {e}", file=sys.stderr)
         return 1

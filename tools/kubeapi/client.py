@@ -54,9 +54,17 @@ class Server:
                         ("history", "--history"), ("bookmark_interval", "--bookmark-interval"),
                         ("watch_timeout", "--watch-timeout"), ("namespace", "--namespace"),
                         ("authorization", "--authorization-mode"),
-                        ("compact_interval", "--compact-interval")):
+                        ("compact_interval", "--compact-interval"),
+                        ("history_seconds", "--history-seconds")):
             if kw.get(k) is not None:
                 args += [flag, str(kw[k])]
+        for k, flag in (("anonymous_auth", "--anonymous-auth"),
+                        ("graceful_delete", "--graceful-delete"),
+                        ("realistic_pods", "--realistic-pods")):
+            if kw.get(k):
+                args.append(flag)
+        if kw.get("event_namespace_rule") is False:
+            args.append("--no-event-namespace-rule")
         for s in kw.get("sans") or ():
             args += ["--san", s]
         for f in kw.get("faults") or ():
@@ -167,9 +175,17 @@ class Server:
         return self.admin("objects", {"op": "get", "resource": resource, "group": group,
                                       "namespace": namespace, "name": name})
 
-    def delete_object(self, namespace, name, resource="pods", group=""):
-        return self.admin("objects", {"op": "delete", "resource": resource, "group": group,
-                                      "namespace": namespace, "name": name})
+    def delete_object(self, namespace, name, resource="pods", group="", graceful=False,
+                      grace_period=None):
+        """Immediate by default; graceful=True deletes a pod as kube-apiserver does
+        (deletionTimestamp, removed after the grace period; see README)."""
+        req = {"op": "delete", "resource": resource, "group": group, "namespace": namespace,
+               "name": name}
+        if graceful:
+            req["graceful"] = True
+        if grace_period is not None:
+            req["gracePeriodSeconds"] = int(grace_period)
+        return self.admin("objects", req)
 
     def set_faults(self, faults, replace=True):
         return self.admin("faults", {"faults": list(faults), "replace": replace})["faults"]

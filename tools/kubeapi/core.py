@@ -16,7 +16,7 @@ import uuid
 
 from .admin import AdminMixin
 from .crud import CrudMixin
-from .errors import ApiError
+from .errors import ApiError, forbidden
 from .faults import FaultSet
 from .httpd import Handler, HTTPServer, Dropped
 from .patches import PATCH_TYPES
@@ -29,12 +29,20 @@ from .util import now_rfc3339, parse_bool
 from .watch import WatchMixin
 
 
+# The fidelity options (README "Fidelity options") and their defaults.
+FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 75.0,
+                    "realistic_pods": False, "event_namespace_rule": True,
+                    "bookmark_interval": 60.0}
+
+
 class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def __init__(self, state_dir, listen="127.0.0.1", port=0, sans=(), token=None,
                  user="system:serviceaccount:default:default", tokens=None, admin_token=None,
-                 history=5000, bookmark_interval=1.0, watch_timeout=1800.0, faults=None,
+                 history=5000, bookmark_interval=None, watch_timeout=1800.0, faults=None,
                  rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
-                 authorization=None, compact_interval=0.0):
+                 authorization=None, compact_interval=0.0, anonymous_auth=None,
+                 graceful_delete=None, history_seconds=None, realistic_pods=None,
+                 event_namespace_rule=None):
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
         self.listen, self.req_port, self.sans = listen, port, list(sans)
@@ -45,12 +53,30 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.tokens = {self.token: user}
         self.tokens.update(tokens or {})
         self.store = Store(history)
-        self.bookmark_interval, self.watch_timeout = bookmark_interval, watch_timeout
+        self.watch_timeout = watch_timeout
         self.faults = FaultSet()
         self.faults.set(faults or [])
         self.rbac = {"deny": [], "allow": None}
         self.authorization = self.check_mode(authorization)
         self.compact_interval = float(compact_interval or 0)
+        # Fidelity options (README "Fidelity options"): each is a real kube-apiserver
+        # behaviour that today's nicpick does not yet handle everywhere.
+        # An option left unset takes its value from $KUBEAPI_FIDELITY (a JSON object,
+        # e.g. {"graceful_delete": true}), so a whole test suite can run against the
+        # real behaviours without editing its fixtures; else its default (off).
+        env = json.loads(os.environ.get("KUBEAPI_FIDELITY") or "{}")
+        unknown = set(env) - set(FIDELITY_OPTIONS)
+        if unknown:
+            raise ApiError(400, f"KUBEAPI_FIDELITY: unknown options {sorted(unknown)}")
+
+        def opt(name, value):
+            return env.get(name, FIDELITY_OPTIONS[name]) if value is None else value
+        self.anonymous_auth = bool(opt("anonymous_auth", anonymous_auth))
+        self.graceful_delete = bool(opt("graceful_delete", graceful_delete))
+        self.store.window = float(opt("history_seconds", history_seconds) or 0)
+        self.realistic_pods = bool(opt("realistic_pods", realistic_pods))
+        self.event_namespace_rule = bool(opt("event_namespace_rule", event_namespace_rule))
+        self.bookmark_interval = float(opt("bookmark_interval", bookmark_interval))
         if rbac:
             self.set_rbac(rbac)
         self.counters_lock = threading.Lock()
@@ -179,14 +205,14 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def reset_counters(self):
         with self.counters_lock:
             self.counters = {"total": self._zero(), "by_token": {}, "by_user": {},
-                             "by_user_agent": {}, "since": time.time()}
+                             "by_user_agent": {}, "by_remote": {}, "since": time.time()}
 
     @staticmethod
     def _zero():
         return {"requests": 0, "bytes_in": 0, "bytes_out": 0, "verbs": {}}
 
     def account(self, acct, bin_, bout, user=None, verb=None, request=False):
-        token, ua = acct
+        token, ua, remote = acct
         with self.counters_lock:
             c = self.counters
             t = c["by_token"].get(token)
@@ -194,6 +220,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                 t = c["by_token"][token] = self._zero()
                 t["user"] = user or ""
             buckets = [c["total"], t, c["by_user_agent"].setdefault(ua, self._zero()),
+                       c["by_remote"].setdefault(remote, self._zero()),
                        c["by_user"].setdefault(t["user"], self._zero())]
             for b in buckets:
                 b["bytes_in"] += bin_
@@ -261,13 +288,34 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             raise ApiError(401, "Unauthorized")
         if path in ("/healthz", "/livez", "/readyz"):
             return h.send_text(200, "ok")
-        if user is None and path != "/version":
-            # Real: anonymous requests reach only /version and health checks.
+        anonymous = user is None and self.anonymous_auth
+        if user is None and path != "/version" and not anonymous:
+            # --anonymous-auth=false: a request without credentials is 401 (only /version
+            # and the health checks answer).
             raise ApiError(401, "Unauthorized")
+        if anonymous:
+            # Real (--anonymous-auth=true, the default): no credentials authenticate as
+            # system:anonymous / system:unauthenticated (apiserver/pkg/authentication/
+            # request/anonymous); RBAC grants it only system:public-info-viewer (/version,
+            # /healthz, /livez, /readyz), so everything else is 403 (responsewriters.Forbidden).
+            user = req["user"] = "system:anonymous"
+            if path != "/version":
+                res = req["res"]
+                if res is None:
+                    raise ApiError(403, f'forbidden: User "{user}" cannot get path "{path}"',
+                                   details={})
+                raise forbidden(res, req["verb"], user, req["namespace"], req["name"],
+                                req["subresource"])
         for f in self.faults.take(req, ("delay",)):
             time.sleep(f.get("ms", 0) / 1000.0)
         if self.faults.take(req, ("compact",)):
             self.compact_now()
+        late = self.faults.take(req, ("commit_timeout",))
+        if late:
+            # Real: the write runs on and commits, but the request's deadline passed
+            # first (handlers/finisher/finisher.go, finishRequest): the client gets 504.
+            h.late = ApiError(504, "Timeout: request did not complete within requested "
+                              "timeout - context deadline exceeded", "Timeout", {})
         for f in self.faults.take(req, ("error", "reset")):
             if f["kind"] == "reset":
                 socket.socket.shutdown(h.connection, socket.SHUT_RDWR)
@@ -275,6 +323,13 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             code = int(f.get("code", 500))
             msg = f.get("message")
             det, hdr = None, {}
+            if code == 429 and f.get("plain"):
+                # Real: API Priority and Fairness (and max-in-flight) reject with
+                # http.Error: plain text, Retry-After: 1, no Status (apiserver/pkg/server/
+                # filters/priority-and-fairness.go, maxinflight.go: tooManyRequests).
+                h.send_text(429, "Too many requests, please try again later.\n",
+                            {"Retry-After": str(f.get("retry_after", 1))})
+                return
             if code == 429:
                 ra = int(f.get("retry_after", 1))
                 msg = msg or "Too many requests, please try again later."
@@ -365,7 +420,14 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                 opts = json.loads(body) if body else {}
             except ValueError:
                 opts = {}
-            obj = self.delete(res, ns, name, opts.get("preconditions") or {})
+            grace = opts.get("gracePeriodSeconds") if isinstance(opts, dict) else None
+            if grace is None and q.get("gracePeriodSeconds", "") != "":
+                try:
+                    grace = int(q["gracePeriodSeconds"])
+                except ValueError:
+                    raise ApiError(400, "gracePeriodSeconds must be an integer")
+            obj = self.delete(res, ns, name, (opts.get("preconditions") if isinstance(
+                opts, dict) else None) or {}, grace=grace)
             return h.send_json(200, self.render_one(res, obj, fmt, q))
         if verb == "deletecollection":
             objs, meta = self.list(res, ns, q)

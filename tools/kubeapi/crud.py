@@ -5,10 +5,12 @@ import base64
 import copy
 import json
 import random
+import threading
 import time
 import uuid
 
 from .errors import ApiError, already_exists, conflict, expired, invalid, not_found
+from .realism import decorate
 from .patches import json_patch, merge_patch, strategic_merge_patch
 from .resources import BY_PATH
 from .selectors import DNS1123, LABEL_VALUE, FieldSelector, LabelSelector, qualified_name_error
@@ -67,6 +69,8 @@ class CrudMixin:
             except (ValueError, KeyError, TypeError):
                 raise ApiError(400, "continue key is not valid: incorrect encoded start "
                                "resourceVersion (version meta.k8s.io/v1)")
+            if snap_rv == -1:      # Real: the token of a 410: continue at the latest rv
+                snap_rv = None
         rv_param, match = q.get("resourceVersion", ""), q.get("resourceVersionMatch", "")
         if rv_param not in ("", "0") and snap_rv is None:
             try:
@@ -83,9 +87,19 @@ class CrudMixin:
                     state = self.store.snapshot(res, ns, snap_rv)
                 except ApiError:
                     if q.get("continue"):
-                        raise expired("The provided continue parameter is too old to display "
-                                      "a consistent list result. You can start a new list "
-                                      "without the continue parameter.")
+                        # Real: etcd3 store.go, handleCompactedErrorForPaging: 410 with a
+                        # token of rv -1 in the Status' metadata that continues the list
+                        # at the latest resourceVersion (an inconsistent remainder).
+                        e = expired(
+                            "The provided continue parameter is too old to display a "
+                            "consistent list result. You can start a new list without the "
+                            "continue parameter, or use the continue token in this response "
+                            "to retrieve the remainder of the results. Continuing with the "
+                            "provided token results in an inconsistent list - objects that "
+                            "were created, modified, or deleted between the time the first "
+                            "chunk was returned and now may show up in the list.")
+                        e.list_meta = {"continue": self.continue_token(-1, start)}
+                        raise e
                     raise expired("The resourceVersion for the provided list is too old.")
                 objs, rv = [state[k] for k in sorted(state)], snap_rv
             else:
@@ -99,14 +113,19 @@ class CrudMixin:
         meta = {"resourceVersion": str(rv)}
         if limit > 0 and len(objs) > limit:
             last = objs[limit - 1]["metadata"]
-            tok = {"v": "meta.k8s.io/v1", "rv": rv,
-                   "start": [last.get("namespace", ""), last["name"]]}
-            meta["continue"] = base64.urlsafe_b64encode(
-                json.dumps(tok).encode()).decode().rstrip("=")
+            meta["continue"] = self.continue_token(rv, [last.get("namespace", ""),
+                                                        last["name"]])
             if not lsel.reqs and not fsel.reqs:
                 meta["remainingItemCount"] = len(objs) - limit
             objs = objs[:limit]
         return objs, meta
+
+    @staticmethod
+    def continue_token(rv, start):
+        """Real: storage.EncodeContinue, base64 (URL alphabet, unpadded) of
+        {"v":"meta.k8s.io/v1","rv":N,"start":...}; opaque to clients."""
+        tok = {"v": "meta.k8s.io/v1", "rv": rv, "start": list(start)}
+        return base64.urlsafe_b64encode(json.dumps(tok).encode()).decode().rstrip("=")
 
     def new_meta(self, res, ns, obj):
         md = obj.setdefault("metadata", {})
@@ -161,15 +180,52 @@ class CrudMixin:
         if res.kind == "Pod" and not (obj.get("spec") or {}).get("containers"):
             causes.append(("spec.containers", "Required value", "FieldValueRequired"))
         if res.kind == "Event":
-            ions = (obj.get("involvedObject") or {}).get("namespace", "")
-            if ions and ions != md.get("namespace"):
-                causes.append(("involvedObject.namespace", f'Invalid value: "{ions}": does not '
-                               "match event.namespace", "FieldValueInvalid"))
+            causes += self.event_causes(obj)
         if old is not None and md.get("uid") and md["uid"] != old["metadata"]["uid"]:
             raise conflict(res, name, f"Precondition failed: UID in precondition: {md['uid']}, "
                            f"UID in object meta: {old['metadata']['uid']}")
         if causes:
             raise invalid(res, name, causes)
+
+    def event_causes(self, obj):
+        """Real: core/v1 Events get legacyValidateEvent only (pkg/apis/core/validation/
+        events.go, ValidateEventCreate returns after it for v1): without eventTime, the
+        involvedObject's namespace must match; with eventTime (a "new" event, as nicpick
+        writes), reportingComponent (Go: ReportingController) must be a qualified name,
+        reportingInstance, action and reason are required and at most 128 bytes, and the
+        message at most 1024 bytes."""
+        md, io = obj.get("metadata") or {}, obj.get("involvedObject") or {}
+        ns, ions = md.get("namespace", ""), io.get("namespace", "")
+        out = []
+
+        def bad(field, value, msg):
+            out.append((field, f'Invalid value: "{value}": {msg}', "FieldValueInvalid"))
+
+        def required(field):
+            out.append((field, "Required value", "FieldValueRequired"))
+        if not obj.get("eventTime"):
+            if ions and ions != ns:
+                bad("involvedObject.namespace", ions, "does not match event.namespace")
+            elif not ions and ns not in ("", "default") and self.event_namespace_rule:
+                bad("involvedObject.namespace", ions, "does not match event.namespace")
+            return out
+        if not ions and ns not in ("default", "kube-system"):
+            bad("involvedObject.namespace", ions, "does not match event.namespace")
+        ctl = obj.get("reportingComponent") or ""
+        if not ctl:
+            required("reportingController")
+        err = qualified_name_error(ctl)
+        if err:
+            bad("reportingController", ctl, err)
+        for field, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+            v = obj.get(field) or ""
+            if not v:
+                required(field)
+            if len(v.encode()) > limit:
+                bad(field, "", f"can have at most {limit} characters")
+        if len((obj.get("message") or "").encode()) > 1024:
+            bad("message", "", "can have at most 1024 characters")
+        return out
 
     def check_body(self, res, ns, name, data):
         if not isinstance(data, dict):
@@ -215,6 +271,9 @@ class CrudMixin:
             self.validate(res, obj)
         elif res.kind == "Pod":
             obj.setdefault("status", {"phase": "Pending"})
+        if res.kind == "Pod" and self.realistic_pods:
+            obj = decorate(obj)
+            md = obj["metadata"]
         name = md.get("name")
         if not name:
             raise invalid(res, "", [("metadata.name", "Required value: name or generateName "
@@ -249,7 +308,7 @@ class CrudMixin:
                     new.pop("status", None)
             md = new.setdefault("metadata", {})
             for k in ("uid", "creationTimestamp", "namespace", "name", "generation",
-                      "deletionTimestamp"):
+                      "deletionTimestamp", "deletionGracePeriodSeconds"):
                 if k in old["metadata"]:
                     md[k] = old["metadata"][k]
                 else:
@@ -307,7 +366,9 @@ class CrudMixin:
                                f"the name on the URL ({name})")
             return self._write_new(res, ns, name, old, new, subresource, raw), False
 
-    def delete(self, res, ns, name, pre):
+    def delete(self, res, ns, name, pre, grace=None, graceful=None):
+        """grace: DeleteOptions.gracePeriodSeconds; graceful: None follows the server's
+        graceful_delete option (admin deletes pass False unless asked)."""
         with self.store.lock:
             old = self.store.get(res, ns, name)
             if old is None:
@@ -320,5 +381,54 @@ class CrudMixin:
                 raise conflict(res, name, "Precondition failed: ResourceVersion in "
                                f"precondition: {pre['resourceVersion']}, ResourceVersion in "
                                f"object meta: {old['metadata']['resourceVersion']}")
-            # Real: pods without a node are deleted at once; here every delete is immediate.
+            if res.kind == "Pod" and (self.graceful_delete if graceful is None else graceful):
+                period = self.grace_period(old, grace)
+                if period > 0:
+                    return self.delete_gracefully(res, ns, name, old, period)
             return self.store.commit(res, "DELETED", ns, name, None, old)
+
+    @staticmethod
+    def grace_period(pod, grace):
+        """Real: podStrategy.CheckGracefulDelete (pkg/registry/core/pod/strategy.go): the
+        DeleteOptions' gracePeriodSeconds, else spec.terminationGracePeriodSeconds; 0 for
+        a pod not scheduled (no spec.nodeName) or already Failed/Succeeded; negative: 1."""
+        spec, st = pod.get("spec") or {}, pod.get("status") or {}
+        # (a seeded pod without the field: the defaulted 30, SetDefaults_PodSpec)
+        period = grace if grace is not None else int(spec.get("terminationGracePeriodSeconds",
+                                                              30) or 0)
+        if not spec.get("nodeName") or st.get("phase") in ("Failed", "Succeeded"):
+            period = 0
+        return 1 if period < 0 else period
+
+    def delete_gracefully(self, res, ns, name, old, period):
+        """Real: rest.BeforeDelete (apiserver/pkg/registry/rest/delete.go) sets
+        deletionTimestamp = now + grace and deletionGracePeriodSeconds, bumps the
+        generation, and the store writes it (a MODIFIED event); the object stays
+        until the kubelet has stopped its containers and deletes it with grace 0.
+        Here that kubelet is a timer.  A second delete may only shorten the grace."""
+        md = old["metadata"]
+        if md.get("deletionTimestamp") and period >= int(md.get("deletionGracePeriodSeconds")
+                                                          or 0):
+            return old
+        new = copy.deepcopy(old)
+        nmd = new["metadata"]
+        nmd["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                 time.gmtime(time.time() + period))
+        nmd["deletionGracePeriodSeconds"] = period
+        if int(nmd.get("generation") or 0) > 0:
+            nmd["generation"] = int(nmd["generation"]) + 1
+        obj = self.store.commit(res, "MODIFIED", ns, name, new, old)
+        uid = nmd["uid"]
+
+        def kubelet():
+            if self.stopping:
+                return
+            with self.store.lock:
+                cur = self.store.get(res, ns, name)
+                if cur is not None and cur["metadata"]["uid"] == uid and \
+                        cur["metadata"].get("deletionGracePeriodSeconds") == period:
+                    self.store.commit(res, "DELETED", ns, name, None, cur)
+        t = threading.Timer(period, kubelet)
+        t.daemon = True
+        t.start()
+        return obj

@@ -14,10 +14,12 @@ class ApiError(Exception):
         self.code, self.message = code, message
         self.reason = reason or REASONS.get(code, "Unknown")
         self.details, self.headers = details, headers or {}
+        self.list_meta = {}
 
     def status(self):
         # Real: metav1.Status, fields in the order kube-apiserver's encoder emits them.
-        st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        st = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.list_meta),
+              "status": "Failure",
               "message": self.message, "reason": self.reason}
         if self.details is not None:
             st["details"] = self.details

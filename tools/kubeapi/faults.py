@@ -20,6 +20,7 @@ class FaultSet:
             for f in faults:
                 f = dict(f)
                 if f.get("kind") not in ("error", "delay", "drop_watch", "expire_watch", "reset",
+                                         "commit_timeout",
                                          "compact"):
                     raise ApiError(400, f"unknown fault kind {f.get('kind')!r}")
                 f.setdefault("count", 1)

@@ -97,7 +97,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
         self.rfile = _CountingReader(self.rfile)
         self.wfile = _CountingWriter(self.wfile, self)
-        self.acct = self.req = None
+        self.acct = self.req = self.late = None
 
     def finish(self):
         try:
@@ -134,6 +134,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
 
     def send_json(self, code, obj, headers=None):
+        late, self.late = self.late, None
+        if late is not None and code < 300:
+            # A committed write answered as timed out (the commit_timeout fault).
+            code, obj, headers = late.code, late.status(), late.headers
         body = dumps(obj)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -144,11 +148,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def send_text(self, code, text):
+    def send_text(self, code, text, headers=None):
         body = text.encode()
         self.send_response(code)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("X-Content-Type-Options", "nosniff")
+        for k, v in (headers or {}).items():
+            self.send_header(k, str(v))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -179,7 +185,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def dispatch(self):
         api = self.server.api
-        self.req = self.acct = None
+        self.req = self.acct = self.late = None
         self.headers_sent = False
         url = urllib.parse.urlsplit(self.path)
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
@@ -195,7 +201,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else None
         ua = self.headers.get("User-Agent", "")
-        self.acct = (token or "", ua)
+        self.acct = (token or "", ua, self.client_address[0])
         with api.tokens_lock:
             user = api.tokens.get(token) if token else None
         req = self.req = {"time": time.time(), "method": self.command, "path": path,

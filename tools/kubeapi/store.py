@@ -4,17 +4,19 @@ event history that watches and consistent lists read."""
 import bisect
 import copy
 import threading
+import time
 
 from .errors import expired
 from .resources import RESOURCES
 
 
 class Event:
-    __slots__ = ("rv", "type", "res", "ns", "name", "obj", "prev", "cache")
+    __slots__ = ("rv", "type", "res", "ns", "name", "obj", "prev", "cache", "at")
 
     def __init__(self, rv, typ, res, ns, name, obj, prev):
         self.rv, self.type, self.res, self.ns, self.name = rv, typ, res, ns, name
         self.obj, self.prev, self.cache = obj, prev, {}
+        self.at = time.monotonic()
 
 
 class Watcher:
@@ -43,6 +45,12 @@ class Store:
         self.objects = {r.key: {} for r in RESOURCES}
         self.history, self.capacity = [], max(1, history)
         self.floor = self.rv            # events with rv > floor are in history
+        # Seconds of history a watch can resume from (0: no time limit, only the
+        # capacity).  Real: the watch cache keeps eventFreshDuration = 75 s
+        # (cacher/watch_cache.go); an older event is dropped once the cache is full,
+        # which a busy cluster's is.  Lists (continue, Exact) read etcd, whose history
+        # only compaction shortens: the events stay here for them.
+        self.window = 0.0
         self.watchers = set()
         self.wlock = threading.Lock()
 
@@ -78,11 +86,24 @@ class Store:
                     w.wake.set()
         return obj
 
-    def since(self, rv):
-        """Events with resourceVersion > rv; raises 410 when rv predates the history."""
-        if rv < self.floor:
+    def watch_floor(self):
+        """The oldest resourceVersion a watch can resume from: the history's floor, or,
+        with a time window, the last event older than the window."""
+        if self.window <= 0 or not self.history:
+            return self.floor
+        cut = time.monotonic() - self.window
+        if self.history[0].at >= cut:
+            return self.floor
+        i = bisect.bisect_left(self.history, cut, key=lambda e: e.at)
+        return max(self.floor, self.history[i - 1].rv)
+
+    def since(self, rv, watch=False):
+        """Events with resourceVersion > rv; raises 410 when rv predates the history
+        (for a watch: the watch cache's window)."""
+        floor = self.watch_floor() if watch else self.floor
+        if rv < floor:
             # Real: watch cache getAllEventsSinceLocked.
-            raise expired(f"too old resource version: {rv} ({self.floor})")
+            raise expired(f"too old resource version: {rv} ({floor})")
         i = bisect.bisect_right(self.history, rv, key=lambda e: e.rv)
         return self.history[i:]
 

@@ -9,7 +9,7 @@ from .errors import ApiError, expired
 from .httpd import Dropped
 from .selectors import FieldSelector, LabelSelector
 from .store import Watcher
-from .tables import TABLES, to_table
+from .tables import TABLES, partial_meta, to_table
 from .util import dumps, parse_bool
 
 
@@ -31,8 +31,11 @@ class WatchMixin:
             raise ApiError(400, "timeoutSeconds must be a number")
         if timeout <= 0:      # Real: 0 / absent means the server's own (long) timeout
             timeout = self.watch_timeout
-        table = self.output_format(h.headers.get("Accept", "") or "*/*") == "table" \
-            and res.kind in TABLES
+        fmt = self.output_format(h.headers.get("Accept", "") or "*/*")
+        table = fmt == "table" and res.kind in TABLES
+        # Real: as=PartialObjectMetadata turns every object of the stream (bookmarks too,
+        # not the ERROR Status) into metadata only (handlers/response.go, transformObject).
+        partial = fmt == "partial"
         include = q.get("includeObject", "Metadata")
         force_expire = self.faults.take(req, ("expire_watch",))
         drops = self.faults.take(req, ("drop_watch",))
@@ -56,6 +59,8 @@ class WatchMixin:
                 obj = to_table(res, [obj], {"resourceVersion": obj["metadata"].get(
                     "resourceVersion", "")}, include, headers=sent[1])
                 sent[1], raw = False, None
+            elif partial and typ != "ERROR" and obj.get("kind") != "PartialObjectMetadata":
+                obj, raw = partial_meta(obj), None
             raw = raw or self.encode_event(typ, obj)
             if after is not None and drop.get("partial") and sent[0] >= after:
                 cut(raw)
@@ -91,7 +96,7 @@ class WatchMixin:
                                   f"({self.store.floor})")
                 elif err is None and rv_param not in ("", "0") and not initial_events:
                     try:
-                        self.store.since(int(rv_param))
+                        self.store.since(int(rv_param), watch=True)
                         last = int(rv_param)
                     except ApiError as e:
                         err = e
@@ -118,14 +123,14 @@ class WatchMixin:
                 w.wake.clear()
                 with self.store.lock:
                     try:
-                        evs = self.store.since(last)
+                        evs = self.store.since(last, watch=True)
                     except ApiError as e:   # Real: a watcher that fell behind is expired
                         req["watch_error"] = e.code
                         send("ERROR", e.status())
                         break
                     last = self.store.rv
                 for e in evs:
-                    out = self.filter_event(e, res, matches, not table)
+                    out = self.filter_event(e, res, matches, not table, partial)
                     if out:
                         send(*out)
                 now = time.monotonic()
@@ -161,7 +166,7 @@ class WatchMixin:
     def encode_event(typ, obj):
         return dumps({"type": typ, "object": obj})
 
-    def filter_event(self, e, res, matches, encode=True):
+    def filter_event(self, e, res, matches, encode=True, partial=False):
         """Real: cacheWatcher.convertToWatchEvent. An object that starts matching the
         selector is ADDED, one that stops matching is DELETED (its previous state)."""
         if e.res is not res:
@@ -177,7 +182,12 @@ class WatchMixin:
         if typ is None:
             return None
         # Encodings are cached on the event: N watchers cost one json.dumps.
-        obj, raw = e.cache.get(typ, (None, None))
+        key = (typ, "partial") if partial else typ
+        obj, raw = e.cache.get(key, (None, None))
+        if obj is None and partial:
+            full = self.filter_event(e, res, matches, False)[1]
+            obj = partial_meta(full)
+            e.cache[key] = (obj, None)
         if obj is None:
             if typ == "DELETED" and e.type == "MODIFIED":
                 o = copy.deepcopy(e.prev)
@@ -188,5 +198,5 @@ class WatchMixin:
             e.cache[typ] = (obj, None)
         if encode and raw is None:
             raw = self.encode_event(typ, obj)
-            e.cache[typ] = (obj, raw)
+            e.cache[key] = (obj, raw)
         return typ, obj, raw
