@@ -76,6 +76,10 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # tests/live: C tests of lib/k8s that need the test API server (tools/kubeapi).
 LIVE_SRC := $(sort $(wildcard tests/live/test_*.c))
 LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
+# Every compiled benchmark (bench/NAME.c -> build/bench-NAME): `make unit`
+# builds them too, so a benchmark that no longer builds fails CI.
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%)
 
 .PHONY: all deps run test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
 
@@ -223,10 +227,6 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-# Every compiled benchmark (bench/NAME.c -> build/bench-NAME): `make unit`
-# builds them too, so a benchmark that no longer builds fails CI.
-BENCH_SRC := $(sort $(wildcard bench/*.c))
-BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%)
 $(BENCH_BIN): $(BUILD)/bench-%: bench/%.c $(BUILD)/libnicpick.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
