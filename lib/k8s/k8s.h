@@ -146,21 +146,27 @@ struct k8s_watch_opts {
 	size_t page_limit;
 	/* Only the pods' metadata (name, uid, labels, annotations, ...):
 	 * PartialObjectMetadata through the Accept header, as client-go's
-	 * metadata client asks (client-go/metadata/metadata.go List and
-	 * Watch), with application/json after it for a server that does not
-	 * offer it.  For a consumer that reads nothing else. */
+	 * metadata client asks (kubernetes/kubernetes@04791b49,
+	 * staging/src/k8s.io/client-go/metadata/metadata.go, client.List and
+	 * client.Watch), with application/json after it for a server that
+	 * does not offer it.  For a consumer that reads nothing else. */
 	bool metadata_only;
 };
 int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_selector,
 		       const char *field_selector, const char *resource_version,
 		       const struct k8s_watch_opts *opts, k8s_watch_cb cb, void *ud, np_error *err);
 
-/* List pods page by page (limit/continue, as client-go's pager does:
- * tools/pager/pager.go, 500 a page); page(list, ud) gets each PodList page
- * (borrowed) and returns 0 to go on, non-zero to stop (returned).  A 410 on
- * an expired continue token starts the list again from the first page,
- * calling restart(ud) first (the pages before it are void), after a short
- * backoff.  *rv (malloc'd, may be NULL) gets the list's resourceVersion. */
+/* List pods page by page (limit/continue), as client-go's pager does
+ * (kubernetes/kubernetes@04791b49, staging/src/k8s.io/client-go/tools/
+ * pager/pager.go: defaultPageSize 500; continue requests carry no
+ * resourceVersion).  page(list, ud) gets each PodList page (borrowed) and
+ * returns 0 to go on, non-zero to stop (returned).  A 410 on an expired
+ * continue token starts the list again from the first page, calling
+ * restart(ud) first (the pages before it are void), after a short backoff:
+ * the pager's ListPager.List falls back to one full list there
+ * (FullListIfExpired), which is what paging is here to avoid.  *rv
+ * (malloc'd, may be NULL) gets the list's resourceVersion, the first
+ * page's: every page of one list is served from its snapshot. */
 int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_selector,
 			const char *field_selector, size_t limit, int (*page)(json_t *list, void *ud),
 			void (*restart)(void *ud), void *ud, char **rv, np_error *err);
