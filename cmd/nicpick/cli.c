@@ -112,6 +112,10 @@ void cli_print_usage(FILE *out)
 
 #define OPTS_MAX 96
 
+/* With --nccl-debug NCCL's log is already kept: an error says where, not
+ * "rerun with --nccl-debug" (set by cli_parse). */
+static char smoke_kept[4200];
+
 int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -178,6 +182,10 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 		return cli_usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->sel.snapshot && (c->sel.src.sysfs_root || c->sel.src.netlink_json))
 		return cli_usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	if (c->sel.smoke.nccl_debug && c->sel.out_dir)
+		snprintf(smoke_kept, sizeof(smoke_kept),
+			 "the smoke all-reduce failed or could not run; NCCL's log is in %s/nccl-debug",
+			 c->sel.out_dir);
 	return 0;
 }
 
@@ -288,14 +296,15 @@ static const char *const next_step[] = {
 int cli_fail(const np_error *err)
 {
 	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
+	const char *next = st == NP_ESMOKE && smoke_kept[0] ? smoke_kept : next_step[st];
 	char code[8];
 	snprintf(code, sizeof(code), "%d", st);
 	if (cli_log_fmt == NP_LOG_JSON) {
-		struct np_log_field f[] = { { "exit_code", code }, { "next", next_step[st] } };
+		struct np_log_field f[] = { { "exit_code", code }, { "next", next } };
 		cli_emit("error", "exit", false, err->msg, f, 2);
 	} else {
 		char *msg = NULL;
-		if (asprintf(&msg, "%s (%s)", err->msg, next_step[st]) < 0)
+		if (asprintf(&msg, "%s (%s)", err->msg, next) < 0)
 			msg = NULL;
 		cli_emit("error", "exit", false, msg ? msg : err->msg, NULL, 0);
 		free(msg);

@@ -178,35 +178,55 @@ static json_t *sizes_json(const struct smoke_result *r)
 	return a;
 }
 
+/* Text from NCCL's log, and verdicts that quote it: names keep their bytes
+ * for the check (Linux allows any byte above 0x7f), but JSON holds only
+ * UTF-8, so text that is not is written with '?' for each byte outside
+ * printable ASCII. */
+static json_t *log_text(const char *s)
+{
+	json_t *j = json_string(s);
+	if (j)
+		return j;
+	char buf[NP_ERR_MSG_MAX];
+	np_text_clean(buf, sizeof(buf), s, NP_TEXT_ASCII);
+	return json_string(buf);
+}
+
+static json_t *log_if_json(const struct smoke_log_if *i)
+{
+	return json_pack("{s:o, s:o}", "interface", log_text(i->name), "address", log_text(i->addr));
+}
+
 static json_t *log_json(const struct smoke_log *l)
 {
 	json_t *sock = json_array(), *ib = json_array(), *warn = json_array();
 	for (size_t i = 0; sock && i < l->n_socket; i++)
-		json_array_append_new(sock, json_pack("{s:s, s:s}", "interface", l->socket[i].name,
-						      "address", l->socket[i].addr));
+		json_array_append_new(sock, log_if_json(&l->socket[i]));
 	for (size_t i = 0; ib && i < l->n_ib; i++)
-		json_array_append_new(ib, json_string(l->ib[i].name));
+		json_array_append_new(ib, log_text(l->ib[i].name));
 	for (size_t i = 0; warn && i < l->n_warn; i++)
-		json_array_append_new(warn, json_string(l->warn[i]));
-	json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:s, s:I, s:o}", "nccl_version", l->version,
-			      "network", l->network, "net_socket", sock, "net_ib", ib,
-			      "channels_via", l->channel_net, "channels", (json_int_t)l->n_channels,
+		json_array_append_new(warn, log_text(l->warn[i]));
+	json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:o}", "nccl_version",
+			      log_text(l->version), "network", log_text(l->network), "net_socket", sock,
+			      "net_ib", ib, "channels_via", log_text(l->channel_net), "channels",
+			      (json_int_t)l->n_channels, "channels_local", (json_int_t)l->n_local,
 			      "warnings", warn);
 	if (o && l->has_bootstrap)
-		json_object_set_new(o, "bootstrap", json_pack("{s:s, s:s}", "interface",
-							      l->bootstrap.name, "address",
-							      l->bootstrap.addr));
+		json_object_set_new(o, "bootstrap", log_if_json(&l->bootstrap));
+	if (o && l->has_boot_dev)
+		json_object_set_new(o, "bootstrap_net_device", log_text(l->boot_dev.name));
 	if (o && l->has_oob)
-		json_object_set_new(o, "ib_oob", json_pack("{s:s, s:s}", "interface", l->oob.name,
-							   "address", l->oob.addr));
+		json_object_set_new(o, "ib_oob", log_if_json(&l->oob));
+	if (o && l->ib_absent[0])
+		json_object_set_new(o, "ib_absent", log_text(l->ib_absent));
 	return o;
 }
 
 json_t *select_decision_smoke_json(const struct smoke_report *s)
 {
-	json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s}", "status", smoke_status_name(s->status),
-			      "reason", s->reason, "rank", s->rank, "world", s->world, "comm_id",
-			      s->comm_id);
+	json_t *o = json_pack("{s:s, s:o, s:i, s:i, s:s}", "status", smoke_status_name(s->status),
+			      "reason", log_text(s->reason), "rank", s->rank, "world", s->world,
+			      "comm_id", s->comm_id);
 	if (!o || !s->ran)
 		return o;
 	const struct smoke_result *r = &s->result;
@@ -240,6 +260,8 @@ json_t *select_decision_smoke_json(const struct smoke_report *s)
 							     s->suspect_text));
 	if (s->debug_dir[0])
 		json_object_set_new(o, "nccl_debug_dir", json_string(s->debug_dir));
+	if (s->not_proven[0])
+		json_object_set_new(o, "not_proven", log_text(s->not_proven));
 	return o;
 }
 

@@ -116,6 +116,30 @@ static void remove_stale(const char *out_dir)
 	closedir(d);
 }
 
+/* --nccl-debug keeps NCCL's files in OUT/nccl-debug: an earlier run's
+ * nccl-debug.* would be read with this run's and could decide its verdict,
+ * so they go before the companion starts.  Training's own train.* files
+ * stay. */
+static int remove_logs(const char *dir, np_error *err)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return np_error_set(err, NP_EINTERNAL, errno, "cannot read %s", dir);
+	struct dirent *de;
+	int ret = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "nccl-debug.", 11) != 0)
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
+			ret = np_error_set(err, NP_EINTERNAL, errno,
+					   "cannot remove an earlier run's %s/%s", dir, de->d_name);
+			break;
+		}
+	}
+	closedir(d);
+	return ret;
+}
+
 static int skip(struct smoke_report *rep, const char *why)
 {
 	rep->status = SMOKE_SKIPPED;
@@ -191,6 +215,8 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", out_dir);
 		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
+		if (remove_logs(log_dir, err) < 0)
+			return -1;
 	} else {
 		remove_stale(out_dir);
 		snprintf(log_dir, sizeof(log_dir), "%s/.nicpick-smoke.XXXXXX", out_dir);
@@ -253,7 +279,12 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 
 	if (ret == 0 && !rep->result.ok && rep->result.unavailable && !required)
 		return skip(rep, rep->result.error);
-	struct smoke_expect x = { .ifname = p->ifname, .ib_hca = p->ib_hca };
+	/* The companion bootstraps through NCCL_COMM_ID, so NCCL took the
+	 * bootstrap interface by rank 0's subnet (smoke.h, smoke_boot_rule). */
+	const char *ifs[1] = { p->ifname };
+	struct smoke_expect x = { .ifs = ifs, .n_ifs = p->ifname ? 1 : 0, .ib_hca = p->ib_hca,
+				  .boot = so.comm_id ? SMOKE_BOOT_SUBNET : SMOKE_BOOT_IFNAME,
+				  .required = required };
 	if (o->min_busbw > 0) {
 		x.min_busbw = o->min_busbw;
 		snprintf(x.min_busbw_why, sizeof(x.min_busbw_why), "--min-busbw %g", o->min_busbw);
@@ -264,7 +295,8 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	}
 	rep->min_busbw = x.min_busbw;
 	snprintf(rep->min_busbw_why, sizeof(rep->min_busbw_why), "%s", x.min_busbw_why);
-	if (ret < 0 || smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr) < 0) {
+	int verdict = ret < 0 ? -1 : smoke_judge(&rep->result, rep->ran ? &rep->log : NULL, &x, &serr);
+	if (verdict < 0) {
 		rep->status = SMOKE_FAILED;
 		snprintf(rep->reason, sizeof(rep->reason), "%s", serr.msg);
 		if (rep->suspect >= 0)
@@ -278,6 +310,11 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
 	}
 	rep->status = SMOKE_PASSED;
+	if (verdict > 0) { /* passed, but NCCL's log cannot show the network */
+		snprintf(rep->not_proven, sizeof(rep->not_proven), "%s", serr.msg);
+		if (cx->log)
+			cx->log(cx->log_ud, EXCHANGE_WARN, rep->not_proven);
+	}
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
 	if (rep->suspect >= 0 && cx->log)
 		cx->log(cx->log_ud, EXCHANGE_WARN, rep->suspect_text);

@@ -51,8 +51,16 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		return np_error_set(err, NP_ESMOKE, 0, "smoke all-reduce failed in %s: %s",
 				    smoke_phase_name(r->phase), r->error);
 	}
-	if (log && x->ifname && smoke_log_check(log, x->ifname, x->ib_hca, err) < 0)
-		return -1;
+	int proof = 0;
+	if (log && (x->n_ifs || x->ib_hca)) {
+		struct smoke_log_want w = { .ifs = x->ifs, .n_ifs = x->n_ifs, .hca = x->ib_hca,
+					    .boot = x->boot, .world = r->world };
+		proof = smoke_log_check(log, &w, err);
+		if (proof < 0)
+			return -1;
+		if (proof > 0 && x->required)
+			return np_error_wrap(err, "--smoke required");
+	}
 	if (x->min_busbw > 0 && r->n_sizes > 0 && r->world > 1) {
 		const struct smoke_size *s = &r->sizes[r->n_sizes - 1];
 		if (s->busbw_gbps < x->min_busbw) {
@@ -63,7 +71,7 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 					    s->busbw_gbps, s->algbw_gbps, sz, x->min_busbw, x->min_busbw_why);
 		}
 	}
-	return 0;
+	return proof;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -42,4 +42,8 @@ void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len)
 		 r->world, z ? z->busbw_gbps : 0.0, sz, per, nv, r->nccl_path, dev,
 		 s->log.network[0] ? s->log.network : "Socket", cd, cr, r->gpu[0] ? r->gpu : "GPU ?",
 		 s->verdict_ms / 1000.0);
+	if (s->not_proven[0]) {
+		size_t off = strlen(buf);
+		snprintf(buf + off, len - off, "; %s", s->not_proven);
+	}
 }

@@ -43,24 +43,51 @@ void smoke_cuda_version_text(int code, char *buf, size_t len);
 #define SMOKE_LOG_LINES_KEEP 3
 
 struct smoke_log_if {
-	char name[IFNAMSIZ + 1]; /* interface, or "hca:port" for NET/IB */
-	char addr[64];           /* "10.9.0.1" (the <port> suffix removed) */
+	/* An interface, or "hca:port" for NET/IB, byte for byte as NCCL
+	 * printed it (';' and non-ASCII kept; a control byte becomes '?'). */
+	char name[72];
+	char addr[64]; /* "10.9.0.1" (the <port> suffix removed) */
 };
+
+/* What a net plugin's name says it is: NCCL's own "IB" and the HPC-X
+ * plugin's "IBext"/"IBext_v8" drive verbs HCAs and print NCCL's NET/IB
+ * lines; "Socket" is NCCL's TCP transport; aws-ofi-nccl calls itself "AWS
+ * Libfabric" (1.11.0 and before) or "Libfabric"; anything else is a plugin
+ * nicpick knows nothing of. */
+enum smoke_net_family {
+	SMOKE_NET_NONE,
+	SMOKE_NET_SOCKET,
+	SMOKE_NET_IB,
+	SMOKE_NET_OFI,
+	SMOKE_NET_OTHER,
+};
+enum smoke_net_family smoke_net_family(const char *name);
 
 struct smoke_log {
 	char version[48]; /* "2.28.9+cuda13.0" from "NCCL version ..." */
-	char network[16]; /* "Socket", "IB", ... from "Using network X" */
+	char network[64]; /* "Socket", "IB", "IBext_v8", "AWS Libfabric" from "Using network X" */
 	size_t n_socket;  /* NET/Socket : Using [0]eth1:10.1.0.11<0> ... */
 	struct smoke_log_if socket[SMOKE_LOG_IFS_MAX];
-	size_t n_ib; /* NET/IB : Using [0]mlx5_0:1/RoCE ...; OOB eth1:10.1.0.11<0> */
+	/* NET/IB : Using [0]mlx5_0:1/RoCE ...; OOB eth1:10.1.0.11<0>, the
+	 * devices of a merged one ([0]={[0] mlx5_0:1/IB, [1] mlx5_1:1/IB},
+	 * 2.20-2.23) each on its own. */
+	size_t n_ib;
 	struct smoke_log_if ib[SMOKE_LOG_IFS_MAX];
+	bool ib_merged;
 	bool has_oob;
 	struct smoke_log_if oob;
-	bool has_bootstrap; /* "Bootstrap : Using" (< 2.23) or "Bootstrap: Using" */
+	bool has_bootstrap; /* "Bootstrap : Using" (< 2.24) or "Bootstrap: Using" */
 	struct smoke_log_if bootstrap;
+	bool has_boot_dev;  /* "Bootstrap: Using mlx5_0:1" (NCCL_OOB_NET_ENABLE, 2.24+) */
+	struct smoke_log_if boot_dev;
+	/* The first line that says NCCL's IB transport is not there ("NET/IB :
+	 * No device found.", "Failed to open libibverbs.so[.1]", "Failed to
+	 * initialize NET plugin IB", "NCCL_IB_DISABLE set by environment to 1."). */
+	char ib_absent[SMOKE_TEXT_MAX / 4];
 	size_t n_channels;     /* "Channel .. via NET/<transport>/<dev>" lines */
-	char channel_net[16];  /* the transport of the first such line */
+	char channel_net[64];  /* the transport of the first such line */
 	bool channel_mixed;    /* ... and another transport was seen too */
+	size_t n_local;        /* channels via anything else: P2P, SHM, NVLS, ... */
 	size_t n_warn;
 	char warn[SMOKE_LOG_LINES_KEEP][SMOKE_TEXT_MAX / 2]; /* first NCCL WARN lines */
 	bool init_complete;    /* "Init COMPLETE" */
@@ -70,11 +97,31 @@ struct smoke_log {
  * other programs are tolerated).  Pure; never fails on any input. */
 void smoke_log_parse(const char *buf, size_t len, struct smoke_log *out);
 
-/* Did NCCL use the agreed interface?  want_if: this pod's interface;
- * want_hca: NCCL_IB_HCA's value without '=' (NULL: no RDMA expected).
- * Returns 0, or -1 with NP_ESMOKE and what NCCL used instead. */
-int smoke_log_check(const struct smoke_log *log, const char *want_if, const char *want_hca,
-		    np_error *err);
+/* How NCCL picked its bootstrap interface in the run that wrote the log.
+ * Training started by torch sets no NCCL_COMM_ID, and then the bootstrap
+ * follows NCCL_SOCKET_IFNAME (ncclFindInterfaces); with NCCL_COMM_ID set,
+ * as the smoke step sets it to reach rank 0, NCCL takes the first
+ * interface whose subnet holds rank 0's address and ignores
+ * NCCL_SOCKET_IFNAME (ncclFindInterfaceMatchSubnet, bootstrap.cc and
+ * misc/socket.cc, 2.18-2.28). */
+enum smoke_boot_rule {
+	SMOKE_BOOT_IFNAME, /* the bootstrap line must name an agreed interface */
+	SMOKE_BOOT_SUBNET, /* it says nothing of NCCL_SOCKET_IFNAME: recorded only */
+};
+
+struct smoke_log_want {
+	const char *const *ifs; /* NCCL_SOCKET_IFNAME's interfaces (rails: several) */
+	size_t n_ifs;
+	const char *hca;        /* NCCL_IB_HCA without '=', or NULL: no RDMA expected */
+	enum smoke_boot_rule boot;
+	int world;              /* ranks: with one, no data crosses a network */
+};
+
+/* Did NCCL use the agreed network?  0: the log shows it did; 1: the log
+ * cannot show it (no channel ran over the network, or over a plugin whose
+ * devices nicpick cannot see), err says why; -1: NCCL used something
+ * else, err says what, quoting NCCL.  err's status is NP_ESMOKE. */
+int smoke_log_check(const struct smoke_log *log, const struct smoke_log_want *w, np_error *err);
 
 /* ---- Running the companion (nicpick side) ---- */
 
@@ -110,8 +157,11 @@ int smoke_log_read_dir(const char *dir, struct smoke_log *log, np_error *err);
 /* ---- The verdict ---- */
 
 struct smoke_expect {
-	const char *ifname;   /* this pod's agreed interface */
+	const char *const *ifs; /* this pod's agreed interfaces (NULL/0: NCCL's choice) */
+	size_t n_ifs;
 	const char *ib_hca;   /* NCCL_IB_HCA without '=', or NULL */
+	enum smoke_boot_rule boot;
+	bool required;        /* --smoke required: a run the log cannot prove fails */
 	double min_busbw;     /* GB/s; 0: none */
 	char min_busbw_why[128]; /* "--min-busbw 5" or "5% of the slowest agreed link (100000 Mb/s)" */
 };
@@ -128,7 +178,9 @@ double smoke_default_min_busbw(long min_mbps);
 /* Judge a finished run: the result itself, the exact sums, NCCL's log and
  * the bandwidth.  Returns 0, or -1 with NP_ESMOKE and one line that names
  * the phase and the figures ("slow network: busbw 0.24 GB/s at 64 MiB <
- * 0.62 GB/s (5% of ...)"). */
+ * 0.62 GB/s (5% of ...)").  Returns 1 when the run passed but NCCL's log
+ * cannot prove the network ("not proven: ...", in err), unless
+ * x->required, where that is -1. */
 int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 		const struct smoke_expect *x, np_error *err);
 
@@ -151,6 +203,7 @@ struct smoke_report {
 	int64_t verdict_ms; /* from the start of the step to the verdict */
 	int suspect;        /* smoke_ring_suspect(), -1 none */
 	char suspect_text[512]; /* "the link into rank 2 (pod, node) from rank 1 ..." */
+	char not_proven[NP_ERR_MSG_MAX]; /* passed, but "not proven: ..." (auto) */
 	bool ran;           /* result and log are filled */
 	struct smoke_result result;
 	struct smoke_log log;

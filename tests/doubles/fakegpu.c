@@ -16,6 +16,13 @@
  *   init-error  init fails with ncclSystemError and a last-error text
  *   wrong-sums  element 0 of every result is off by one
  *   wrong-if    the log says NCCL used FAKEGPU_IF (e.g. cni0)
+ *   subnet-boot only the bootstrap line names FAKEGPU_IF, as NCCL's
+ *               ncclFindInterfaceMatchSubnet does with NCCL_COMM_ID set and
+ *               another interface on rank 0's subnet; data as agreed
+ *   local-only  every channel via P2P/SHM, none via NET/ (one node)
+ *   ib-absent   with NCCL_IB_HCA set, no RDMA device: NCCL 2.28's lines for
+ *               it, then sockets (otherwise the HCAs named are used, as
+ *               NET/IB lines in 2.28's format, transport/net_ib.cc)
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
  *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
@@ -304,6 +311,12 @@ static const char *iface(void)
 	return v[0] == '=' ? v + 1 : v;
 }
 
+static const char *boot_iface(void)
+{
+	const char *v = getenv("FAKEGPU_IF");
+	return is("subnet-boot") && v ? v : iface();
+}
+
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id, int rank,
 				    ncclConfig_t *cfg)
 {
@@ -315,7 +328,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id
 	c->started_ms = now_ms();
 	*comm = c;
 	log_info("NCCL version 2.28.9+cuda13.0 (test double)");
-	log_info("Bootstrap: Using %s:10.0.0.%d<0>", iface(), rank + 1);
+	log_info("Bootstrap: Using %s:10.0.0.%d<0>", boot_iface(), rank + 1);
 	if (is("init-error"))
 		return ncclInProgress;
 	char p[1024];
@@ -342,10 +355,35 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *st)
 			return ncclSuccess;
 		}
 		c->joined = true;
-		log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
-		log_info("Using network Socket");
-		log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/Socket/0", c->rank,
-			 (c->rank + 1) % c->world);
+		const char *hca = getenv("NCCL_IB_HCA");
+		bool ib = hca && *hca && !is("ib-absent");
+		if (ib) {
+			/* "=mlx5_0:1,mlx5_1" -> " [0]mlx5_0:1/IB [1]mlx5_1:1/IB" */
+			char line[2048] = "";
+			int n = 0;
+			for (const char *p = hca[0] == '=' ? hca + 1 : hca; *p;) {
+				size_t len = strcspn(p, ",");
+				size_t o = strlen(line);
+				snprintf(line + o, sizeof(line) - o, " [%d]%.*s%s/IB", n++, (int)len, p,
+					 memchr(p, ':', len) ? "" : ":1");
+				p += len + (p[len] == ',');
+			}
+			log_info("NET/IB : Using%s ; OOB %s:10.0.0.%d<0>", line, iface(), c->rank + 1);
+			log_info("Using network IB");
+		} else {
+			if (hca && *hca) {
+				log_info("NET/IB : No device found.");
+				log_info("Failed to initialize NET plugin IB");
+			}
+			log_info("NET/Socket : Using [0]%s:10.0.0.%d<0>", iface(), c->rank + 1);
+			log_info("Using network Socket");
+		}
+		if (is("local-only"))
+			log_info("Channel 00/0 : %d[0] -> %d[0] via P2P/CUMEM", c->rank,
+				 (c->rank + 1) % c->world);
+		else
+			log_info("Channel 00/0 : %d[0] -> %d[0] [send] via NET/%s/0", c->rank,
+				 (c->rank + 1) % c->world, ib ? "IB" : "Socket");
 		log_info("comm %p rank %d nranks %d cudaDev 0 busId 0 - Init COMPLETE", (void *)c,
 			 c->rank, c->world);
 	}

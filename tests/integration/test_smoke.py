@@ -111,12 +111,61 @@ def test_wrong_sums_are_a_failure(nicpick_bin, gpu_env):
 
 
 def test_nccl_using_another_device_is_a_failure(nicpick_bin, gpu_env):
+    # The smoke step bootstraps through NCCL_COMM_ID, where NCCL picks the
+    # bootstrap interface by rank 0's subnet, so the data path names it.
     env = dict(gpu_env, FAKEGPU_MODE="wrong-if", FAKEGPU_IF="cni0")
     for p, rep, _ in ranks(nicpick_bin, env):
         assert p.returncode == 6, p.stderr_text
-        assert "NCCL bootstrapped on cni0:" in error_line(p)
+        assert "NCCL used NET/Socket on cni0:" in error_line(p)
         assert "not the agreed lo" in error_line(p)
         assert rep["nccl_log"]["bootstrap"]["interface"] == "cni0"
+
+
+def dgx_select(nicpick_bin, out_dir, env):
+    d = ROOT / "tests" / "fixtures" / "dgx-h100"
+    return run(nicpick_bin, "select", "--peers", "none", "--out-dir", str(out_dir), "--smoke",
+               "required", "--smoke-bytes", "64K", "--sysfs", str(d / "sys"), "--netlink-json",
+               str(d / "ip.json"), env=env)
+
+
+def test_rdma_agreed_and_used_passes(nicpick_bin, gpu_env, tmp_path):
+    p = dgx_select(nicpick_bin, tmp_path / "out", gpu_env)
+    assert p.returncode == 0, p.stderr
+    d = json.loads((tmp_path / "out" / "decision.json").read_text())
+    hcas = d["choice"]["ib_hca"].lstrip("=").split(",")
+    assert len(hcas) > 1, d["choice"]
+    assert d["smoke"]["nccl_log"]["net_ib"] == hcas
+    assert d["smoke"]["nccl_log"]["network"] == "IB"
+
+
+def test_rdma_agreed_but_sockets_used_is_exit_6_quoting_nccl(nicpick_bin, gpu_env, tmp_path):
+    # No /dev/infiniband in the container: NCCL says so in an INFO line and
+    # runs on sockets; the proof must not pass.
+    p = dgx_select(nicpick_bin, tmp_path / "out", dict(gpu_env, FAKEGPU_MODE="ib-absent"))
+    assert p.returncode == 6, p.stderr
+    p.stderr_text = p.stderr
+    line = error_line(p)
+    assert "NCCL fell back to sockets although nicpick chose the HCAs mlx5_0:1" in line, line
+    assert '"NET/IB : No device found."' in line, line
+    assert not (tmp_path / "out" / "nccl.env").exists()
+
+
+def test_a_bootstrap_by_rank_0s_subnet_is_not_a_false_alarm(nicpick_bin, gpu_env):
+    # Another interface on rank 0's subnet carries the smoke step's
+    # bootstrap (ncclFindInterfaceMatchSubnet); the data used the agreed one.
+    env = dict(gpu_env, FAKEGPU_MODE="subnet-boot", FAKEGPU_IF="eth0")
+    for p, rep, _ in ranks(nicpick_bin, env):
+        assert p.returncode == 0, p.stderr_text
+        assert rep["nccl_log"]["bootstrap"]["interface"] == "eth0"
+        assert rep["nccl_log"]["net_socket"][0]["interface"] == "lo"
+
+
+def test_no_channel_over_the_network_is_not_proven(nicpick_bin, gpu_env):
+    # nicpick smoke is required: a run the log cannot prove exits 6.
+    for p, rep, _ in ranks(nicpick_bin, dict(gpu_env, FAKEGPU_MODE="local-only")):
+        assert p.returncode == 6, p.stderr_text
+        assert "--smoke required: not proven: no channel ran over the network" in error_line(p)
+        assert rep["nccl_log"]["channels"] == 0 and rep["nccl_log"]["channels_local"] == 1
 
 
 def test_a_peer_that_dies_mid_test_does_not_hang_the_others(nicpick_bin, gpu_env):
@@ -291,6 +340,40 @@ def test_nccl_debug_keeps_the_log_and_makes_training_log_too(nicpick, node, out_
     assert f"export NCCL_DEBUG_FILE='{out_dir}/nccl-debug/train.%h.%p'" in env
 
 
+def test_a_failure_under_nccl_debug_points_at_the_kept_log(nicpick, node, out_dir, gpu_env):
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
+               "required", "--smoke-bytes", "64K", "--nccl-debug")
+    assert p.returncode == 6, p.stderr
+    p.stderr_text = p.stderr
+    line = error_line(p)
+    assert "gave wrong sums" in line
+    assert "rerun with --nccl-debug" not in line, line
+    assert f"NCCL's log is in {out_dir}/nccl-debug" in line, line
+    assert any(f.startswith("nccl-debug.") for f in os.listdir(out_dir / "nccl-debug"))
+    # Without the flag, the hint stays.
+    p = select(nicpick, node, out_dir, dict(gpu_env, FAKEGPU_MODE="wrong-sums"), "--smoke",
+               "required", "--smoke-bytes", "64K")
+    p.stderr_text = p.stderr
+    assert "rerun with --nccl-debug to keep NCCL's log" in error_line(p)
+
+
+def test_nccl_debug_reads_only_this_runs_log(nicpick, node, out_dir, gpu_env):
+    # A file an earlier run left in OUT/nccl-debug names the decoy bridge;
+    # were it read, this run would fail.  Training's own files stay.
+    (out_dir / "nccl-debug").mkdir(parents=True)
+    stale = out_dir / "nccl-debug" / "nccl-debug.old.1"
+    stale.write_text("h:1:1 [0] NCCL INFO NET/Socket : Using [0]cni0:10.244.0.1<0>\n")
+    train = out_dir / "nccl-debug" / "train.old.1"
+    train.write_text("kept\n")
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K",
+               "--nccl-debug")
+    assert p.returncode == 0, p.stderr
+    assert not stale.exists()
+    assert train.read_text() == "kept\n"
+    s = json.loads((out_dir / "decision.json").read_text())["smoke"]
+    assert [i["interface"] for i in s["nccl_log"]["net_socket"]] == ["eth1"], s
+
+
 def test_smoke_reads_a_finished_out_dir(nicpick, node, out_dir, gpu_env):
     assert select(nicpick, node, out_dir, gpu_env, "--smoke", "off").returncode == 0
     p = nicpick.run("smoke", "--out-dir", str(out_dir), "--smoke-bytes", "64K", ns=node,
@@ -363,6 +446,22 @@ def test_job_agrees_then_proves_the_network_with_ranks_from_the_agreement(make_c
         result = c.annotation(p.name, "nicpick.io/result")
         assert "smoke all-reduce passed" in result, result
         assert len(s["ring_in_gbps"]) == len(c.pods), (p.name, s)
+
+
+def test_job_under_auto_warns_when_the_log_cannot_prove_the_network(make_cluster, gpu_env,
+                                                                    monkeypatch):
+    for k, v in gpu_env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FAKEGPU_MODE", "local-only")
+    c = make_cluster()
+    run_job(c, "--expect", str(len(c.pods)), "--smoke", "auto", "--smoke-bytes", "64K", "--timeout", "60")
+    assert_all_exit(c, 0)
+    for p in c.pods:
+        s = C.decision_of(p)["smoke"]
+        assert s["status"] == "passed", (p.name, s)
+        assert s["not_proven"].startswith("not proven: no channel ran over the network"), s
+        result = c.annotation(p.name, "nicpick.io/result")
+        assert "smoke all-reduce passed" in result and "not proven: " in result, result
 
 
 def test_job_names_the_pod_behind_a_slow_ring_link(make_cluster, gpu_env, monkeypatch):

@@ -1,4 +1,5 @@
-/* decision.json's reader, as `nicpick smoke --out-dir` uses it. */
+/* decision.json's reader, as `nicpick smoke --out-dir` uses it, and the
+ * smoke section's writer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,12 +80,51 @@ static void test_agreement_without_min_mbps_is_refused(void **state)
 	remove_decision();
 }
 
+static void test_smoke_section_holds_what_nccls_log_said(void **state)
+{
+	/* Names from NCCL's log keep their bytes (Linux allows any byte above
+	 * 0x7f); JSON holds UTF-8 only, so one that is not is written with
+	 * '?', and the section is still there. */
+	static struct smoke_report s;
+	memset(&s, 0, sizeof(s));
+	s.status = SMOKE_PASSED;
+	s.ran = true;
+	s.world = 2;
+	snprintf(s.reason, sizeof(s.reason), "passed on r\xe9seau");
+	snprintf(s.not_proven, sizeof(s.not_proven), "not proven: no channel ran over the network");
+	s.log.n_socket = 2;
+	snprintf(s.log.socket[0].name, sizeof(s.log.socket[0].name), "r\xc3\xa9seau;1");
+	snprintf(s.log.socket[1].name, sizeof(s.log.socket[1].name), "bad\xff");
+	snprintf(s.log.network, sizeof(s.log.network), "AWS Libfabric");
+	snprintf(s.log.ib_absent, sizeof(s.log.ib_absent), "NET/IB : No device found.");
+	s.log.n_local = 3;
+	json_t *o = select_decision_smoke_json(&s);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "reason")), "passed on r?seau");
+	assert_string_equal(json_string_value(json_object_get(o, "not_proven")),
+			    "not proven: no channel ran over the network");
+	json_t *log = json_object_get(o, "nccl_log");
+	assert_non_null(log);
+	json_t *sock = json_object_get(log, "net_socket");
+	assert_int_equal(json_array_size(sock), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sock, 0), "interface")),
+			    "r\xc3\xa9seau;1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(sock, 1), "interface")),
+			    "bad?");
+	assert_string_equal(json_string_value(json_object_get(log, "network")), "AWS Libfabric");
+	assert_string_equal(json_string_value(json_object_get(log, "ib_absent")),
+			    "NET/IB : No device found.");
+	assert_int_equal(json_integer_value(json_object_get(log, "channels_local")), 3);
+	json_decref(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agreed_threshold_is_the_slowest_agreed_link),
 		cmocka_unit_test(test_alone_threshold_is_this_pods_link),
 		cmocka_unit_test(test_agreement_without_min_mbps_is_refused),
+		cmocka_unit_test(test_smoke_section_holds_what_nccls_log_said),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
