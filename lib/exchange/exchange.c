@@ -122,11 +122,15 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		np_error_set(err, NP_ENOIFACE, 0, "this pod has no usable interface to report");
 		goto out;
 	}
-	/* The gatherer starts afresh: what an earlier run of its container
-	 * left on its pod is no longer true. */
-	json_t *ann = x->leader ? json_pack("{s:s, s:n, s:n}", EXCHANGE_ANN_REPORT, report,
-					    EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS)
-				: json_pack("{s:s}", EXCHANGE_ANN_REPORT, report);
+	/* A restarted gatherer resumes from the round it published (ex_gather
+	 * reads it from x->pod): a final round stands, any other is void and
+	 * goes, so that no follower takes an old failure for a new one; its
+	 * progress goes in any case. */
+	json_t *ann = !x->leader ? json_pack("{s:s}", EXCHANGE_ANN_REPORT, report)
+		      : ex_round_final(x) ? json_pack("{s:s, s:n}", EXCHANGE_ANN_REPORT, report,
+						      EXCHANGE_ANN_PROGRESS)
+					  : json_pack("{s:s, s:n, s:n}", EXCHANGE_ANN_REPORT, report,
+						      EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS);
 	np_test_point("before-report");
 	if (ex_patch_annotations(x, x->name, ann, err) < 0)
 		goto out;

@@ -50,6 +50,8 @@ struct ex {
 	bool leader;
 	struct agree_report mine;
 	char rv[64];
+	size_t list_page; /* > 0: the watch lists in pages of this many pods */
+	bool watch_meta;  /* the watch asks for the pods' metadata only */
 	bool stop;   /* the watch callback asked to act */
 	bool failed; /* ... or failed, with err */
 	np_error err;
@@ -93,6 +95,11 @@ bool ex_pod_has_labels(const json_t *pod, const char *selector);
 int ex_follow(struct ex *x, struct exchange_result *res, np_error *err);
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err);
+/* The round this incarnation of the gatherer published last, from its pod
+ * as read at the start: false when there is none (or another's). */
+bool ex_published_round(const struct ex *x, struct exchange_round *out);
+/* ... and it was final. */
+bool ex_round_final(const struct ex *x);
 void ex_gather_free(struct ex *x);
 /* Add the traffic of the gatherer's extra connections to *acc. */
 void ex_gather_stats(struct ex *x, struct k8s_stats *acc);

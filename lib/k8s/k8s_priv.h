@@ -102,6 +102,9 @@ struct k8s_client {
 	char *base_url;
 	struct curl_slist *connect_to;
 	char *host_header;
+	/* The Accept header's value while set (a metadata-only watch sets it
+	 * for its own requests); NULL: application/json. */
+	const char *accept;
 };
 
 /* One HTTP attempt.  With write_fn NULL the body is collected into resp. */
