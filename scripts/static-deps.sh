@@ -1,14 +1,15 @@
 #!/bin/sh
 # Build nicpick's static dependencies with musl, from Debian's own source
-# packages: libcurl (HTTPS only), jansson, libyaml and libnl-3 (route, genl) from
-# Debian 12, mbedTLS 3.6 from Debian 13 (Debian 12's mbedTLS 2.28 cannot
-# match an iPAddress subjectAltName, and in-cluster the API server is an IP
-# address).  Everything lives under DIR (default build/static/deps): private
+# packages: jansson, libyaml and libnl-3 (route, genl) from Debian 12;
+# mbedTLS 3.6 and libcurl 8.14 (HTTPS only) from Debian 13 (Debian 12's
+# mbedTLS 2.28 cannot match an iPAddress subjectAltName, and in-cluster the
+# API server is an IP address; Debian 12's curl 7.88 speaks only TLS 1.2 with
+# mbedTLS, and an API server may require TLS 1.3).  Everything lives under
+# DIR (default build/static/deps): private
 # apt states with deb-src lines (the system's apt configuration is not
 # touched), the unpacked sources, and the install prefix.  A stamp file per
 # step makes a second run a no-op.
 set -eu
-PATCHES=$(cd "$(dirname "$0")" && pwd)/static-patches
 DIR=${1:-build/static/deps}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
@@ -77,8 +78,20 @@ fetch() { # source package, release -> $SRC/<pkg>-<release> (unpacked, Debian pa
 	apt_update "$rel"
 	log "apt-get source $pkg ($rel)"
 	rm -rf "$d.tmp" && mkdir -p "$d.tmp"
+	# The newest version first; a mirror that lacks its files (a security
+	# update not mirrored yet) falls back to the next one listed.
 	# shellcheck disable=SC2046
-	(cd "$d.tmp" && run "$d.fetch.log" apt-get $(aptopts "$rel") source "$pkg")
+	vers=$(apt-cache $(aptopts "$rel") showsrc "$pkg" | sed -n 's/^Version: //p' | sort -urV)
+	ok=
+	for v in $vers; do
+		# shellcheck disable=SC2046
+		if (cd "$d.tmp" && apt-get $(aptopts "$rel") source "$pkg=$v" >"$d.fetch.log" 2>&1); then
+			ok=1
+			break
+		fi
+		rm -rf "$d.tmp" && mkdir -p "$d.tmp"
+	done
+	[ -n "$ok" ] || { tail -n 20 "$d.fetch.log" >&2; echo "static-deps: cannot fetch $pkg ($rel)" >&2; exit 1; }
 	u=$(find "$d.tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 	rm -rf "$d" && mv "$u" "$d" && rm -rf "$d.tmp"
 	touch "$STAMP/src-$pkg-$rel"
@@ -86,9 +99,10 @@ fetch() { # source package, release -> $SRC/<pkg>-<release> (unpacked, Debian pa
 
 # --- mbedTLS: the TLS library (a few hundred KB linked, against OpenSSL's MBs).
 # 3.6 (Debian 13) because hostname verification matches iPAddress SANs since
-# 3.5; Debian 12's curl 7.88 supports mbedTLS 3.
+# 3.5, and with TLS 1.3 (MBEDTLS_SSL_PROTO_TLS1_3, on in its default config),
+# which curl drives from 8.8 with mbedTLS 3.6 (it calls psa_crypto_init()).
 build_mbedtls() {
-	[ -e "$STAMP/mbedtls3" ] && return 0
+	[ -e "$STAMP/mbedtls3-tls13" ] && return 0
 	fetch mbedtls trixie
 	log "building mbedtls"
 	m=$SRC/mbedtls-trixie
@@ -98,17 +112,19 @@ build_mbedtls() {
 	f=$m/library/entropy_poll.c
 	sed -i 's/defined(__linux__) \&\& defined(__GLIBC__)/defined(__linux__)/' "$f"
 	grep -q '^#if ((defined(__linux__)) ||' "$f" || { echo "static-deps: cannot patch $f" >&2; exit 1; }
-	# curl 7.88 speaks TLS 1.2 with mbedTLS (and does not initialise PSA
-	# crypto, which mbedTLS 3.6 needs once TLS 1.3 is compiled in): no TLS 1.3.
+	# (A tree that an earlier version of this script built has it
+	# commented out.)
 	f=$m/include/mbedtls/mbedtls_config.h
-	sed -i 's|^#define MBEDTLS_SSL_PROTO_TLS1_3$|/* & */|' "$f"
-	! grep -q '^#define MBEDTLS_SSL_PROTO_TLS1_3$' "$f" || { echo "static-deps: cannot patch $f" >&2; exit 1; }
+	sed -i 's|^/\* #define MBEDTLS_SSL_PROTO_TLS1_3 \*/$|#define MBEDTLS_SSL_PROTO_TLS1_3|' "$f"
+	grep -q '^#define MBEDTLS_SSL_PROTO_TLS1_3$' "$f" || { echo "static-deps: $f has no TLS 1.3" >&2; exit 1; }
+	# mbedTLS's Makefile does not track the config header: from clean.
+	run "$m.clean.log" make -C "$m/library" clean
 	run "$m.build.log" make -C "$m/library" -j"$JOBS" CC=musl-gcc CFLAGS="$CFLAGS" static
 	rm -rf "$PREFIX/include/mbedtls" "$PREFIX/include/psa" "$PREFIX"/lib/libmbed*.a
 	cp -r "$m/include/mbedtls" "$m/include/psa" "$PREFIX/include/"
 	cp "$m"/library/libmbed*.a "$PREFIX/lib/"
-	rm -f "$STAMP/curl"
-	touch "$STAMP/mbedtls3"
+	rm -f "$STAMP/curl8"
+	touch "$STAMP/mbedtls3-tls13"
 }
 
 build_jansson() {
@@ -159,31 +175,31 @@ build_libnl() {
 }
 
 build_curl() {
-	[ -e "$STAMP/curl" ] && return 0
-	fetch curl bookworm
+	[ -e "$STAMP/curl8" ] && return 0
+	fetch curl trixie
 	log "building curl"
-	cd "$SRC/curl-bookworm"
-	p=$PATCHES/curl-mbedtls3-rng.patch
-	patch -p1 -R -s -f --dry-run <"$p" >/dev/null 2>&1 || run "$SRC/curl-bookworm.patch.log" patch -p1 -f <"$p"
+	c=$SRC/curl-trixie
+	cd "$c"
 	# Only what nicpick uses: HTTP(S) with mbedTLS, through a proxy from the
 	# environment as every libcurl does.  No other protocol, no compression,
 	# no IDN/PSL/GSSAPI/LDAP, no default CA bundle (nicpick always names one).
-	run "$SRC/curl-bookworm.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
+	run "$c.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
 		--with-mbedtls="$PREFIX" --without-openssl --without-gnutls --without-wolfssl \
 		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
 		--without-nghttp2 --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
 		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path --without-ca-fallback \
 		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
 		--disable-pop3 --disable-imap --disable-smtp --disable-gopher --disable-mqtt --disable-smb \
-		--disable-ftp --disable-file --disable-manual --disable-ntlm --disable-ntlm-wb \
+		--disable-ftp --disable-file --disable-manual --disable-docs --disable-ntlm \
 		--disable-cookies --disable-alt-svc --disable-hsts --disable-doh --disable-netrc \
 		--disable-unix-sockets --disable-dateparse --disable-mime --disable-form-api \
+		--disable-websockets --disable-ipfs \
 		--disable-versioned-symbols --enable-threaded-resolver
-	run "$SRC/curl-bookworm.build.log" make -j"$JOBS" -C lib install
-	run "$SRC/curl-bookworm.headers.log" make -C include install
-	run "$SRC/curl-bookworm.pc.log" make install-pkgconfigDATA
+	run "$c.build.log" make -j"$JOBS" -C lib install
+	run "$c.headers.log" make -C include install
+	run "$c.pc.log" make install-pkgconfigDATA
 	cd - >/dev/null
-	touch "$STAMP/curl"
+	touch "$STAMP/curl8"
 }
 
 build_mbedtls

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,9 +287,10 @@ void cli_log_line(void *ud, enum exchange_log_level level, const char *msg)
 	cli_emit(level == EXCHANGE_WARN ? "warning" : "info", "agree", true, msg, NULL, 0);
 }
 
-/* One line that says what to do next, per exit code. */
+/* One line that says what to do next, per exit code; for 3 and 4 the
+ * table the line points at, when it was shown, else where to find it. */
 static const char *const next_step[] = {
-	[NP_EINTERNAL] = "check the message above; rerun with the same flags once it is fixed",
+	[NP_EINTERNAL] = "fix what the message names, then run again with the same flags",
 	[NP_EUSAGE] = "see 'nicpick --help'",
 	[NP_ENOIFACE] = "the table above says why each was refused; fix the links or widen "
 			"--include/--exclude/--cidr/--family/--min-speed",
@@ -296,11 +298,65 @@ static const char *const next_step[] = {
 	[NP_EK8S] = "check the API server, the Role, --expect and --timeout",
 	[NP_ESMOKE] = "the smoke all-reduce failed or could not run; rerun with --nccl-debug to keep NCCL's log",
 };
+static const char *const next_step_no_table[] = {
+	[NP_ENOIFACE] = "'nicpick discover' on the node named says why each interface was refused",
+	[NP_ENOCOMMON] = "the gatherer's log has the table of which network each pod lacks",
+};
+
+/* The signal that stopped the run (0 none). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_backstop(int sig)
+{
+	(void)sig;
+	static const char msg[] = "nicpick: error: stopped by a signal, and the run did not end "
+				  "within a second: ended at once\n";
+	ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)w;
+	_exit(128 + stop_signal);
+}
+
+static void on_stop(int sig)
+{
+	if (stop_signal) {
+		/* A second one: the default, at once. */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	stop_signal = sig;
+	alarm(1);
+}
+
+const volatile sig_atomic_t *cli_catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigemptyset(&sa.sa_mask);
+	/* No SA_RESTART: a wait in a system call returns at once. */
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	struct sigaction bs = { .sa_handler = on_backstop };
+	sigemptyset(&bs.sa_mask);
+	sigaction(SIGALRM, &bs, NULL);
+	return &stop_signal;
+}
 
 int cli_fail(const np_error *err)
 {
+	return cli_fail_shown(err, false);
+}
+
+int cli_fail_shown(const np_error *err, bool table_shown)
+{
 	int st = err->status > 0 && err->status <= NP_ESMOKE ? err->status : NP_EINTERNAL;
 	const char *next = st == NP_ESMOKE && smoke_kept[0] ? smoke_kept : next_step[st];
+	if (!table_shown && (st == NP_ENOIFACE || st == NP_ENOCOMMON))
+		next = next_step_no_table[st];
+	int sig = stop_signal;
+	if (sig) {
+		st = 128 + sig;
+		next = sig == SIGINT ? "interrupted; run it again" : "the pod is being stopped";
+	}
 	char code[8];
 	snprintf(code, sizeof(code), "%d", st);
 	if (cli_log_fmt == NP_LOG_JSON) {

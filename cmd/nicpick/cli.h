@@ -6,6 +6,7 @@
 #ifndef NICPICK_CMD_CLI_H
 #define NICPICK_CMD_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,8 +88,19 @@ void cli_emit(const char *level, const char *phase, bool elapsed, const char *ms
 	      const struct np_log_field *fields, size_t n_fields);
 /* The exchange's and the smoke step's log lines, with the time since start. */
 void cli_log_line(void *ud, enum exchange_log_level level, const char *msg);
-/* The error line with what to do next; returns the exit code. */
+/* The error line with what to do next; returns the exit code (128 + N
+ * once signal N stopped the run, as a shell reports it). */
 int cli_fail(const np_error *err);
+/* The same, where table_shown says whether the verb printed the table
+ * (interfaces, pods) that the next step for exit 3 and 4 points at. */
+int cli_fail_shown(const np_error *err, bool table_shown);
+
+/* SIGTERM (a pod's deletion) and SIGINT end a run within a second: the
+ * handler stores the signal's number in the flag returned, which lib
+ * reads through the run's context (util/cancel.h); a second signal, or a
+ * run not ended a second later, ends the process at once with 128 + N.
+ * Verbs that do not wait (discover, version, install) keep the default. */
+const volatile sig_atomic_t *cli_catch_signals(void);
 __attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 
 int cli_parse_long(const char *s, long min, long max, long *out);

@@ -5,6 +5,7 @@
  * Invoked as kubectl-nicpick (the link `nicpick install` and the image
  * add), it is kubectl's plugin: `kubectl nicpick status JOB` runs it with
  * "status JOB", the same verbs as nicpick's. */
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,19 @@
 
 const struct cli_verb *const cli_verbs[] = { &cli_discover, &cli_select, &cli_smoke,
 					     &cli_install, &cli_status, &cli_version, NULL };
+
+/* What a verb printed must have reached its reader: `nicpick version
+ * >/dev/full` fails (exit 1, with the reason), as coreutils' close_stdout
+ * does. */
+static int flushed(int rc)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	np_error err = { 0 };
+	np_error_set(&err, NP_EINTERNAL, errno ? errno : EIO, "cannot write to standard output");
+	int frc = cli_fail(&err);
+	return rc ? rc : frc;
+}
 
 int main(int argc, char **argv)
 {
@@ -43,13 +57,13 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--version") == 0)
-		return cli_version.run(argc - 1, argv + 1);
+		return flushed(cli_version.run(argc - 1, argv + 1));
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		cli_print_usage(stdout);
-		return 0;
+		return flushed(0);
 	}
 	for (size_t i = 0; cli_verbs[i]; i++)
 		if (strcmp(cmd, cli_verbs[i]->name) == 0)
-			return cli_verbs[i]->run(argc - 1, argv + 1);
+			return flushed(cli_verbs[i]->run(argc - 1, argv + 1));
 	return cli_usage_error("unknown command '%s'", cmd);
 }

@@ -131,6 +131,15 @@ static int set_log_interval(struct cli *c, const char *a)
 	return rc;
 }
 
+static int set_out_dir(struct cli *c, const char *a)
+{
+	if (!*a)
+		return cli_usage_error("%s", "--out-dir '': an empty path; name the directory the "
+					     "training container mounts (e.g. /nicpick)");
+	c->sel.out_dir = a;
+	return 0;
+}
+
 static int set_pod_name(struct cli *c, const char *a)
 {
 	c->sel.k8s.pod_name = a;
@@ -144,7 +153,8 @@ static int set_pod_name(struct cli *c, const char *a)
 
 static const struct cli_opt opts[] = {
 	{ "out-dir", required_argument, "--out-dir DIR",
-	  "write nccl.env, nccl.conf and decision.json into DIR", CLI_SEC_SELECT, SEL_SMOKE, CLI_STR(sel.out_dir) },
+	  "write nccl.env, nccl.conf and decision.json into DIR", CLI_SEC_SELECT, SEL_SMOKE,
+	  .set = set_out_dir },
 	{ "peers", required_argument, "--peers k8s|none",
 	  "agree with the job's pods through the Kubernetes API,\nor decide on this node alone (default: none)",
 	  CLI_SEC_SELECT, SEL, .set = set_peers },
@@ -279,14 +289,19 @@ static void print_pod_table(FILE *out, const struct agree_decision *d)
 		fprintf(out, "... and %zu more pods\n", d->table_total - d->n_table);
 }
 
-/* What made the choice fail, beyond the error line. */
-static void report_failure(const struct select_result *r, const np_error *err)
+/* What made the choice fail, beyond the error line; true when it showed
+ * the table the error line may point at. */
+static bool report_failure(const struct select_result *r, const np_error *err)
 {
+	bool shown = false;
 	emit_env_warnings(&r->env_warnings);
-	if (err->status == NP_ENOIFACE) {
+	/* This pod's table, when it is this pod's interfaces that failed (a
+	 * follower told that its gatherer failed has its own usable). */
+	if (err->status == NP_ENOIFACE && r->ranking.n_usable == 0 && r->nics.n > 0) {
 		char *t = select_render_table(&r->nics, &r->ranking);
 		if (t)
 			emit_table("the interface table: why each was refused", t);
+		shown = t != NULL;
 		free(t);
 	}
 	if (err->status == NP_ENOCOMMON && r->ex.has_decision) {
@@ -297,10 +312,13 @@ static void report_failure(const struct select_result *r, const np_error *err)
 			print_pod_table(m, &r->ex.decision);
 			fclose(m);
 		}
-		if (t && *t)
+		if (t && *t) {
 			emit_table("the pods' candidates: which network each lacks", t);
+			shown = true;
+		}
 		free(t);
 	}
+	return shown;
 }
 
 static void report_choice(const struct select_result *r, const char *out_dir)
@@ -342,11 +360,12 @@ static int run(int argc, char **argv)
 	struct select_result r;
 	cli.sel.ctx.deadline_ms = np_now_ms() + cli.timeout * 1000;
 	cli.sel.ctx.log = cli_log_line;
+	cli.sel.ctx.cancel = cli_catch_signals();
 	cli_smoke_env(&cli.sel.smoke);
 	if (select_run(&cli.sel, &r, &err) < 0) {
-		report_failure(&r, &err);
+		bool shown = report_failure(&r, &err);
 		select_result_free(&r);
-		return cli_fail(&err);
+		return cli_fail_shown(&err, shown);
 	}
 	report_choice(&r, cli.sel.out_dir);
 	select_result_free(&r);

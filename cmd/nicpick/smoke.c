@@ -68,7 +68,8 @@ static int run(int argc, char **argv)
 
 	np_error err = { 0 };
 	struct select_opts *o = &cli.sel;
-	struct select_ctx cx = { .deadline_ms = np_now_ms() + cli.timeout * 1000, .log = cli_log_line };
+	struct select_ctx cx = { .deadline_ms = np_now_ms() + cli.timeout * 1000, .log = cli_log_line,
+				 .cancel = cli_catch_signals() };
 	o->smoke.mode = SELECT_SMOKE_REQUIRED; /* nothing to skip to */
 	cli_smoke_env(&o->smoke);
 

@@ -3,6 +3,7 @@
 #include "exchange/exchange.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "jobs/jobs.h"
 #include "probe/probe.h"
 #include "util/testhook.h"
+#include "util/jsonread.h"
 
 /* Give each candidate the gateway its interface reaches, a default route's
  * first: pods in different subnets can only agree on a routed fabric, and
@@ -81,6 +83,8 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	x->ns = o->k8s->namespace;
 	if (k8s_client_new(&x->k, o->k8s, err) < 0 || k8s_client_new(&x->w, o->k8s, err) < 0)
 		goto out;
+	k8s_client_set_cancel(x->k, o->cancel);
+	k8s_client_set_cancel(x->w, o->cancel);
 	k8s_client_set_deadline(x->k, o->deadline_ms);
 	if (k8s_get_pod(x->k, x->ns, x->name, &x->pod, err) < 0) {
 		np_error_wrap(err, "cannot read this pod");
@@ -107,7 +111,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	if (spec_note[0])
 		ex_log(x, EXCHANGE_INFO, "%s", spec_note);
 
-	const char *node = json_string_value(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
+	const char *node = np_json_cstr(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)
 		goto out;
 	if (o->local_routes && add_gateways(&x->mine, nics, err) < 0)
@@ -176,27 +180,80 @@ void exchange_result_free(struct exchange_result *res)
 	res->pod = NULL;
 }
 
-int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, const char *outcome, np_error *err)
+/* A failed gatherer's round: its followers end with its reason.  Added to
+ * ann unless the round on the pod already ended (final, or failed with a
+ * job-wide reason the gatherer decided). */
+static void add_failed_round(const struct exchange_opts *o, const struct exchange_result *res,
+			     const json_t *pod, int status, const char *message, json_t *ann)
 {
+	char *sel = NULL, *lsel = NULL;
+	np_error e = { 0 };
+	const char *leader_sel = o->leader_selector;
+	if (!leader_sel && exchange_selectors(pod, &sel, &lsel, &e) == 0)
+		leader_sel = lsel;
+	const char *name = ex_meta(pod, "name"), *uid = ex_meta(pod, "uid");
+	if (!leader_sel || !name || !uid || !ex_pod_matches(pod, leader_sel))
+		goto out;
+	struct exchange_round cur;
+	const char *rd = ex_annotation(pod, EXCHANGE_ANN_ROUND);
+	bool mine = rd && exchange_round_parse(rd, strlen(rd), &cur, &e) == 0 &&
+		    strcmp(cur.leader, uid) == 0;
+	/* A round that ended stands: its followers are past it (a failure
+	 * after it, such as the smoke test's, is every pod's own), and one
+	 * that failed keeps its job-wide reason. */
+	if (mine && (cur.state == EXCHANGE_FAILED || cur.state == EXCHANGE_FINAL))
+		goto out;
+	/* Newer than any part handed out: a round's parts are written before
+	 * the round itself, so they may be one epoch ahead of it. */
+	/* A follower takes the round's status as its own: one of nicpick's
+	 * (a gatherer stopped by a signal, 128 + N, fails its followers with 1). */
+	struct exchange_round r = { .state = EXCHANGE_FAILED,
+				    .status = status > 0 && status <= NP_ESMOKE ? status : NP_EINTERNAL };
+	r.epoch = (mine && cur.epoch > res->epoch ? cur.epoch : res->epoch) + 1;
+	snprintf(r.leader, sizeof(r.leader), "%s", uid);
+	snprintf(r.reason, sizeof(r.reason), "the gatherer %s failed: %s (exit %d)", name, message,
+		 status);
+	char *json = NULL;
+	if (exchange_round_to_json(&r, &json, &e) == 0)
+		json_object_set_new(ann, EXCHANGE_ANN_ROUND, json_string(json));
+	free(json);
+out:
+	free(sel);
+	free(lsel);
+}
+
+int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
+			    int status, const char *message, const char *outcome, np_error *err)
+{
+	const char *name = res->pod ? ex_meta(res->pod, "name") : o->k8s->pod_name;
+	if (!name)
+		return np_error_set(err, NP_EUSAGE, 0, "this pod's name is unknown");
 	struct k8s_client *k;
-	if (!res->pod || k8s_client_new(&k, o->k8s, err) < 0)
+	if (k8s_client_new(&k, o->k8s, err) < 0)
 		return -1;
 	k8s_client_set_deadline(k, o->deadline_ms);
-	const char *name = ex_meta(res->pod, "name");
-	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", EXCHANGE_ANN_RESULT, message);
-	if (patch && outcome)
-		json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
-				    EXCHANGE_ANN_OUTCOME, json_string(outcome));
-	int r = patch ? k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err)
-		      : np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	json_decref(patch);
+	json_t *pod = NULL;
+	int r = k8s_get_pod(k, o->k8s->namespace, name, &pod, err);
+	json_t *ann = r == 0 ? json_pack("{s:s}", EXCHANGE_ANN_RESULT, message) : NULL;
+	if (r == 0 && !ann)
+		r = np_error_set(err, NP_EINTERNAL, ENOMEM, "result annotation");
+	if (r == 0 && outcome)
+		json_object_set_new(ann, EXCHANGE_ANN_OUTCOME, json_string(outcome));
+	if (r == 0 && status != NP_OK)
+		add_failed_round(o, res, pod, status, message, ann);
+	if (r == 0) {
+		json_t *patch = json_pack("{s:{s:o}}", "metadata", "annotations", ann);
+		r = patch ? k8s_patch_pod(k, o->k8s->namespace, name, patch, NULL, err)
+			  : np_error_set(err, NP_EINTERNAL, ENOMEM, "result annotation");
+		json_decref(patch);
+	}
 	/* A job that left a network that failed its probe says so as a
 	 * Warning, so that it shows among the pod's warnings. */
 	if (r == 0)
-		r = k8s_create_event(k, o->k8s->namespace, res->pod,
-				     ok ? "NetworkSelected" : "NetworkSelectionFailed", message,
-				     ok && !res->probe_warning[0] ? "Normal" : "Warning", err);
+		r = k8s_create_event(k, o->k8s->namespace, pod,
+				     status == NP_OK ? "NetworkSelected" : "NetworkSelectionFailed", message,
+				     status == NP_OK && !res->probe_warning[0] ? "Normal" : "Warning", err);
+	json_decref(pod);
 	k8s_client_free(k);
 	return r;
 }

@@ -14,6 +14,7 @@
 #define NP_EXCHANGE_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -58,6 +59,7 @@ struct exchange_opts {
 				      * of a fallback to the next one */
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg);
 	void *log_ud;
+	const volatile sig_atomic_t *cancel; /* select_ctx's */
 };
 
 /* This pod's part of one agreed network (a rail). */
@@ -114,10 +116,17 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);
 void exchange_result_free(struct exchange_result *res);
 
-/* After the outputs are written: the result annotation (message), the
- * outcome annotation (outcome: exchange_outcome_to_json's, or NULL) and an
- * Event (NetworkSelected; type Warning when res->probe_warning is set). */
+/* The end of the run, on this pod: the result annotation (message, the
+ * one line), the outcome annotation (outcome: exchange_outcome_to_json's,
+ * or NULL) and an Event, NetworkSelected (status NP_OK, after the outputs
+ * are written; type Warning when res->probe_warning is set) or
+ * NetworkSelectionFailed (status: the exit status).  The pod is read again
+ * (also when res->pod is NULL: a run that failed before the exchange read
+ * it, by o->k8s->pod_name).  A gatherer that failed also marks its round
+ * failed, unless it already ended, with "the gatherer POD failed: MESSAGE
+ * (exit N)": its followers read that and exit at once with its status and
+ * reason instead of waiting out their deadline. */
 int exchange_publish_result(const struct exchange_opts *o, const struct exchange_result *res,
-			    bool ok, const char *message, const char *outcome, np_error *err);
+			    int status, const char *message, const char *outcome, np_error *err);
 
 #endif

@@ -66,7 +66,12 @@ struct ex {
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* An annotation's, a metadata field's, a label's text; NULL when absent
+ * or not a string, or when it has a NUL (the API allows one; nicpick
+ * never writes one): such a value is refused, never read shorter. */
 const char *ex_annotation(const json_t *pod, const char *key);
+/* The annotation is there and has a NUL: say so where it is refused. */
+bool ex_annotation_nul(const json_t *pod, const char *key);
 const char *ex_meta(const json_t *obj, const char *key);
 const char *ex_label(const json_t *pod, const char *key);
 /* Merge-patch these annotations (the reference is stolen). */

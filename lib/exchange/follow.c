@@ -191,6 +191,12 @@ static bool unreadable(struct ex *x, np_error *e, const char *key, const char *p
 	return false;
 }
 
+static np_error *nul_error(np_error *e)
+{
+	np_error_set(e, NP_EK8S, 0, "has a NUL character");
+	return e;
+}
+
 static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 {
 	const char *name = ex_meta(pod, "name"), *uid = ex_meta(pod, "uid");
@@ -207,7 +213,9 @@ static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 		}
 		const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);
 		np_error e = { 0 };
-		if (a && exchange_assignment_parse(a, strlen(a), &x->f.assign, &e) < 0)
+		if (!a && ex_annotation_nul(pod, EXCHANGE_ANN_ASSIGN))
+			x->f.has_assign = unreadable(x, nul_error(&e), EXCHANGE_ANN_ASSIGN, name);
+		else if (a && exchange_assignment_parse(a, strlen(a), &x->f.assign, &e) < 0)
 			x->f.has_assign = unreadable(x, &e, EXCHANGE_ANN_ASSIGN, name);
 		else if (a)
 			x->f.has_assign = true;
@@ -222,11 +230,15 @@ static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 		const char *rd = ex_annotation(pod, EXCHANGE_ANN_ROUND);
 		const char *pg = ex_annotation(pod, EXCHANGE_ANN_PROGRESS);
 		np_error e = { 0 };
-		if (rd && exchange_round_parse(rd, strlen(rd), &s->round, &e) < 0)
+		if (!rd && ex_annotation_nul(pod, EXCHANGE_ANN_ROUND))
+			s->has_round = unreadable(x, nul_error(&e), EXCHANGE_ANN_ROUND, name);
+		else if (rd && exchange_round_parse(rd, strlen(rd), &s->round, &e) < 0)
 			s->has_round = unreadable(x, &e, EXCHANGE_ANN_ROUND, name);
 		else
 			s->has_round = rd != NULL;
-		if (pg && exchange_progress_parse(pg, strlen(pg), &s->progress, &e) < 0)
+		if (!pg && ex_annotation_nul(pod, EXCHANGE_ANN_PROGRESS))
+			s->has_progress = unreadable(x, nul_error(&e), EXCHANGE_ANN_PROGRESS, name);
+		else if (pg && exchange_progress_parse(pg, strlen(pg), &s->progress, &e) < 0)
 			s->has_progress = unreadable(x, &e, EXCHANGE_ANN_PROGRESS, name);
 		else
 			s->has_progress = pg != NULL;

@@ -7,6 +7,7 @@
 #include "exchange/gather_priv.h"
 #include "util/clock.h"
 #include "util/text.h"
+#include "util/jsonread.h"
 
 static bool member_done(const struct gather *g, const struct member *m)
 {
@@ -31,9 +32,28 @@ bool gather_ready(struct gather *g, const char *self)
 	return g->n_probed == n;
 }
 
+/* The missing pods shown are the first ones by index, as a person counts
+ * them (job-w-2 before job-w-10: strverscmp compares digit runs as
+ * numbers), not the API's text order: p->missing stays sorted, a name
+ * past the last shown one is only counted. */
+static void add_missing(struct exchange_progress *p, const char *name)
+{
+	size_t at = p->n_missing;
+	while (at > 0 && strverscmp(name, p->missing[at - 1]) < 0)
+		at--;
+	if (at >= EXCHANGE_MISSING_SHOWN)
+		return;
+	size_t n = p->n_missing < EXCHANGE_MISSING_SHOWN ? p->n_missing : EXCHANGE_MISSING_SHOWN - 1;
+	memmove(p->missing[at + 1], p->missing[at], (n - at) * sizeof(p->missing[0]));
+	snprintf(p->missing[at], sizeof(p->missing[0]), "%s", name);
+	if (p->n_missing < EXCHANGE_MISSING_SHOWN)
+		p->n_missing++;
+}
+
 void gather_progress(struct gather *g, const char *leader_uid, const char *leader_pod,
 		     struct exchange_progress *p)
 {
+	const char *refused_by = NULL;
 	memset(p, 0, sizeof(*p));
 	snprintf(p->leader, sizeof(p->leader), "%s", leader_uid);
 	snprintf(p->leader_pod, sizeof(p->leader_pod), "%s", leader_pod);
@@ -49,12 +69,12 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 			p->done++;
 			continue;
 		}
-		if (p->n_missing < EXCHANGE_MISSING_SHOWN)
-			snprintf(p->missing[p->n_missing++], sizeof(p->missing[0]), "%s", m->name);
-		if (m->why && !p->refused[0]) {
+		add_missing(p, m->name);
+		if (m->why && (!refused_by || strverscmp(m->name, refused_by) < 0)) {
 			char r[sizeof(p->refused) + 256];
 			snprintf(r, sizeof(r), "%s: %.250s", m->name, m->why);
 			np_text_clean(p->refused, sizeof(p->refused), r, NP_TEXT_SPACE);
+			refused_by = m->name;
 		}
 		p->missing_total++;
 	}
@@ -544,8 +564,8 @@ static int count_pods(struct ex *x, np_error *err)
 	json_t *owners = json_object_get(json_object_get(x->pod, "metadata"), "ownerReferences"), *ow;
 	size_t i;
 	json_array_foreach(owners, i, ow) {
-		const char *kind = json_string_value(json_object_get(ow, "kind"));
-		const char *jname = json_string_value(json_object_get(ow, "name"));
+		const char *kind = np_json_cstr(json_object_get(ow, "kind"));
+		const char *jname = np_json_cstr(json_object_get(ow, "name"));
 		json_t *job = NULL;
 		if (!kind || strcmp(kind, "Job") != 0 || !jname)
 			continue;

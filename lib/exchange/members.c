@@ -14,6 +14,7 @@
 
 #include "exchange/gather_priv.h"
 #include "util/grow.h"
+#include "util/jsonread.h"
 
 static const char *index_labels[] = {
 	"training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
@@ -487,7 +488,7 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 		member_reset(m);
 		m->uid = strdup(uid);
 	}
-	const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+	const char *phase = np_json_cstr(json_object_get(json_object_get(pod, "status"), "phase"));
 	m->live = m->uid && !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") &&
 		  !(phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0));
 	const char *created = ex_meta(pod, "creationTimestamp");
@@ -504,7 +505,13 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 	}
 	set_key(g, m, key[0] ? key : name);
 
-	read_report(m, ex_annotation(pod, EXCHANGE_ANN_REPORT), name, uid);
+	const char *rep = ex_annotation(pod, EXCHANGE_ANN_REPORT);
+	read_report(m, rep, name, uid);
+	if (!rep && ex_annotation_nul(pod, EXCHANGE_ANN_REPORT)) {
+		char why[128];
+		snprintf(why, sizeof(why), "its %s annotation has a NUL character", EXCHANGE_ANN_REPORT);
+		gather_member_set_why(m, why);
+	}
 	/* What this gatherer handed out and what came back; anything else
 	 * (an earlier incarnation's, unreadable) does not count.  A text read
 	 * before is not read again: the watch repeats it in every event. */
@@ -522,7 +529,11 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 	}
 	const char *p = ex_annotation(pod, EXCHANGE_ANN_PROBE);
 	uint64_t ph = gather_text_hash(p);
-	if (ph != m->pr_hash) {
+	if (!p && ex_annotation_nul(pod, EXCHANGE_ANN_PROBE)) {
+		char why[128];
+		snprintf(why, sizeof(why), "its %s annotation has a NUL character", EXCHANGE_ANN_PROBE);
+		gather_member_set_why(m, why);
+	} else if (ph != m->pr_hash) {
 		struct exchange_probe pr;
 		np_error e = { 0 };
 		m->pr_hash = ph;

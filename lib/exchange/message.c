@@ -459,7 +459,7 @@ int exchange_progress_parse(const char *json, size_t len, struct exchange_progre
 	}
 	for (size_t i = 0; i < json_array_size(missing); i++) {
 		const json_t *m = json_array_get(missing, i);
-		const char *s = json_string_value(m);
+		const char *s = np_json_cstr(m);
 		if (!s || json_string_length(m) == 0 || json_string_length(m) >= AGREE_NAME_MAX ||
 		    strlen(s) != json_string_length(m) || !np_str_ok(s, NP_CS_NAME)) {
 			snprintf(why, sizeof(why), "\"missing\" holds a value that is not a pod name");

@@ -14,6 +14,7 @@
 #include "util/clock.h"
 #include "util/testhook.h"
 #include "util/text.h"
+#include "util/jsonread.h"
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
 {
@@ -27,20 +28,32 @@ void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
 	x->o->log(x->o->log_ud, lvl, msg);
 }
 
+static const json_t *annotation(const json_t *pod, const char *key)
+{
+	return json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key);
+}
+
+/* The API allows a NUL in any string: read as a C string such a value
+ * would be a shorter text than the one written, so it is none (NULL). */
 const char *ex_annotation(const json_t *pod, const char *key)
 {
-	return json_string_value(
-		json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
+	return np_json_cstr(annotation(pod, key));
+}
+
+bool ex_annotation_nul(const json_t *pod, const char *key)
+{
+	const json_t *v = annotation(pod, key);
+	return json_is_string(v) && !np_json_cstr(v);
 }
 
 const char *ex_meta(const json_t *obj, const char *key)
 {
-	return json_string_value(json_object_get(json_object_get(obj, "metadata"), key));
+	return np_json_cstr(json_object_get(json_object_get(obj, "metadata"), key));
 }
 
 const char *ex_label(const json_t *pod, const char *key)
 {
-	return json_string_value(
+	return np_json_cstr(
 		json_object_get(json_object_get(json_object_get(pod, "metadata"), "labels"), key));
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "jobs/jobs.h"
+#include "util/jsonread.h"
 
 /* Label keys, as the controllers spell them. */
 #define L_BATCH_JOB "batch.kubernetes.io/job-name"
@@ -25,7 +26,7 @@ static int copy_label(const json_t *labels, const char *key, char *dst, size_t l
 	dst[0] = '\0';
 	if (!v)
 		return 0;
-	const char *s = json_string_value(v);
+	const char *s = np_json_cstr(v);
 	if (!s || strlen(s) >= len)
 		return np_error_set(err, NP_EUSAGE, 0, "label %s of this pod is not a valid value", key);
 	memcpy(dst, s, strlen(s) + 1);
@@ -38,7 +39,7 @@ static int index_label(const json_t *labels, const char *key, int *out, np_error
 	const json_t *v = json_object_get(labels, key);
 	if (!v)
 		return 0;
-	const char *s = json_string_value(v);
+	const char *s = np_json_cstr(v);
 	char *end;
 	errno = 0;
 	long n = s && *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
@@ -51,7 +52,7 @@ static int index_label(const json_t *labels, const char *key, int *out, np_error
 
 static int copy_str(const json_t *v, char *dst, size_t len)
 {
-	const char *s = json_string_value(v);
+	const char *s = np_json_cstr(v);
 	if (!s || strlen(s) >= len)
 		return -1;
 	memcpy(dst, s, strlen(s) + 1);
@@ -66,7 +67,7 @@ static bool mentions_nccl_env(const json_t *c)
 		const json_t *arr = json_object_get(c, keys[k]), *s;
 		size_t i;
 		json_array_foreach(arr, i, s) {
-			const char *t = json_string_value(s);
+			const char *t = np_json_cstr(s);
 			if (t && strstr(t, "nccl.env"))
 				return true;
 		}
@@ -111,7 +112,7 @@ static int parse_container(const json_t *c, bool init, struct jobs_container *ou
 		if (copy_str(json_object_get(m, "name"), dst->volume, sizeof(dst->volume)) < 0 ||
 		    copy_str(json_object_get(m, "mountPath"), dst->path, sizeof(dst->path)) < 0)
 			continue;
-		const char *sub = json_string_value(json_object_get(m, "subPath"));
+		const char *sub = np_json_cstr(json_object_get(m, "subPath"));
 		dst->has_sub_path = (sub && *sub) || json_object_get(m, "subPathExpr");
 		out->n_mounts++;
 	}

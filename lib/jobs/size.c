@@ -7,6 +7,7 @@
 
 #include "jobs/jobs.h"
 #include "k8s/k8s.h"
+#include "util/jsonread.h"
 
 /* An integer field that may be absent (def) but must otherwise be >= 0. */
 static int int_field(const json_t *obj, const char *key, long def, long *out, const char *what,
@@ -25,7 +26,7 @@ static int int_field(const json_t *obj, const char *key, long def, long *out, co
 
 static const char *obj_name(const json_t *o)
 {
-	const char *n = json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+	const char *n = np_json_cstr(json_object_get(json_object_get(o, "metadata"), "name"));
 	return n ? n : "?";
 }
 
@@ -72,7 +73,7 @@ int jobs_size_from_jobset(const json_t *js, const char *rjob, struct jobs_size *
 	const json_t *rjs = json_object_get(json_object_get(js, "spec"), "replicatedJobs"), *r;
 	size_t i;
 	json_array_foreach(rjs, i, r) {
-		const char *name = json_string_value(json_object_get(r, "name"));
+		const char *name = np_json_cstr(json_object_get(r, "name"));
 		if (!name || strcmp(name, rjob) != 0)
 			continue;
 		const json_t *spec = json_object_get(json_object_get(r, "template"), "spec");
@@ -189,9 +190,9 @@ static int check_expect(struct k8s_client *k, const char *ns, const struct jobs_
 		size_t i;
 		const char *tname = NULL;
 		json_array_foreach(owners, i, o) {
-			const char *kind = json_string_value(json_object_get(o, "kind"));
+			const char *kind = np_json_cstr(json_object_get(o, "kind"));
 			if (kind && strcmp(kind, "TrainJob") == 0)
-				tname = json_string_value(json_object_get(o, "name"));
+				tname = np_json_cstr(json_object_get(o, "name"));
 		}
 		if (tname) {
 			snprintf(path, sizeof(path),

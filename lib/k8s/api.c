@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/jsonread.h"
 
 static char *escape(const char *s)
 {
@@ -75,8 +76,8 @@ static int nomem(np_error *err)
 static int check_pod(const char *verb, const char *name, json_t **pod, np_error *err)
 {
 	const json_t *md = json_object_get(*pod, "metadata");
-	const char *n = json_string_value(json_object_get(md, "name"));
-	const char *uid = json_string_value(json_object_get(md, "uid"));
+	const char *n = np_json_cstr(json_object_get(md, "name"));
+	const char *uid = np_json_cstr(json_object_get(md, "uid"));
 	if (json_is_object(*pod) && json_is_object(md) && n && !strcmp(n, name) && uid && *uid)
 		return 0;
 	json_decref(*pod);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
@@ -28,7 +29,9 @@ char *k8s_server_url(const char *host, const char *port)
 }
 
 /* Read a small text file and strip surrounding whitespace. */
-static int read_trimmed(const char *path, char **out, np_error *err)
+/* The file's text without leading and trailing white space; *raw gets the
+ * number of bytes read (NULL: not wanted). */
+static int read_trimmed(const char *path, char **out, size_t *raw, np_error *err)
 {
 	cleanup_fclose FILE *f = fopen(path, "re");
 	if (!f)
@@ -47,6 +50,8 @@ static int read_trimmed(const char *path, char **out, np_error *err)
 				    K8S_SMALL_FILE_MAX);
 	}
 	buf[n] = '\0';
+	if (raw)
+		*raw = n;
 	while (n > 0 && isspace((unsigned char)buf[n - 1]))
 		buf[--n] = '\0';
 	size_t start = 0;
@@ -161,7 +166,7 @@ static int load_identity(struct k8s_config *cfg, const struct k8s_config_overrid
 		if (sa_path(&path, sa_dir, "namespace", err) < 0)
 			return -1;
 		np_error ignored = { 0 };
-		if (read_trimmed(path, &cfg->namespace, &ignored) < 0 || !*cfg->namespace) {
+		if (read_trimmed(path, &cfg->namespace, NULL, &ignored) < 0 || !*cfg->namespace) {
 			free(cfg->namespace);
 			cfg->namespace = NULL;
 			return np_error_set(err, NP_EK8S, 0,
@@ -257,33 +262,64 @@ static int exec_refresh(struct k8s_client *c, bool force, np_error *err)
 	return 0;
 }
 
+/* A token file rewritten in place (not the kubelet's atomic swap, but a
+ * sidecar or an operator's `>`) can be read while it is empty or half
+ * written.  A read counts only when the file did not change while it was
+ * read (same inode, size and mtime before and after, every byte of it
+ * read); else it is read again, for at most this long and never past the
+ * deadline. */
+#define TOKEN_SETTLE_MS 1000
+#define TOKEN_RETRY_MS 20
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
 int k8s_token_refresh(struct k8s_client *c, bool force, np_error *err)
 {
 	if (c->cfg.exec)
 		return exec_refresh(c, force, err);
 	if (!c->cfg.token_file)
 		return 0;
-	struct stat st;
-	/* stat() follows the projected volume's ..data symlink, so a rotation
-	 * shows up as a new inode even when mtime and size look the same. */
-	if (stat(c->cfg.token_file, &st) < 0)
-		return np_error_set(err, NP_EK8S, errno, "token file %s", c->cfg.token_file);
-	if (!force && c->token && st.st_ino == c->token_ino && st.st_size == c->token_size &&
-	    st.st_mtim.tv_sec == c->token_mtime.tv_sec &&
-	    st.st_mtim.tv_nsec == c->token_mtime.tv_nsec)
-		return 0;
-	char *tok = NULL;
-	if (read_trimmed(c->cfg.token_file, &tok, err) < 0)
-		return -1;
-	if (!*tok || strpbrk(tok, "\r\n")) {
+	for (int waited = 0;; waited += TOKEN_RETRY_MS) {
+		struct stat st, after;
+		/* stat() follows the projected volume's ..data symlink, so a
+		 * rotation shows up as a new inode even when mtime and size
+		 * look the same. */
+		if (stat(c->cfg.token_file, &st) < 0)
+			return np_error_set(err, NP_EK8S, errno, "token file %s", c->cfg.token_file);
+		if (!force && c->token && st.st_ino == c->token_ino && st.st_size == c->token_size &&
+		    st.st_mtim.tv_sec == c->token_mtime.tv_sec &&
+		    st.st_mtim.tv_nsec == c->token_mtime.tv_nsec)
+			return 0;
+		char *tok = NULL;
+		size_t raw = 0;
+		if (read_trimmed(c->cfg.token_file, &tok, &raw, err) < 0)
+			return -1;
+		bool settled = stat(c->cfg.token_file, &after) == 0 && same_file(&st, &after) &&
+			       (off_t)raw == st.st_size;
+		if (settled && *tok && !strpbrk(tok, "\r\n")) {
+			free(c->token);
+			c->token = tok;
+			c->token_ino = st.st_ino;
+			c->token_size = st.st_size;
+			c->token_mtime = st.st_mtim;
+			return 0;
+		}
+		bool malformed = settled && *tok;
 		free(tok);
-		return np_error_set(err, NP_EK8S, 0, "token file %s is empty or malformed",
-				    c->cfg.token_file);
+		if (malformed)
+			return np_error_set(err, NP_EK8S, 0, "token file %s is malformed: more than one line",
+					    c->cfg.token_file);
+		if (waited >= TOKEN_SETTLE_MS || k8s_remaining_ms(c) <= TOKEN_RETRY_MS)
+			return np_error_set(err, NP_EK8S, 0,
+					    "token file %s is empty or malformed (read again for %d ms: "
+					    "still %s)",
+					    c->cfg.token_file, waited,
+					    settled ? "empty" : "changing while read");
+		struct timespec ts = { 0, TOKEN_RETRY_MS * 1000000L };
+		nanosleep(&ts, NULL);
 	}
-	free(c->token);
-	c->token = tok;
-	c->token_ino = st.st_ino;
-	c->token_size = st.st_size;
-	c->token_mtime = st.st_mtim;
-	return 0;
 }

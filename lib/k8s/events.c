@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/jsonread.h"
 
 #define EVENT_MESSAGE_MAX 1024
 #define REPORTING_INSTANCE_MAX 128
@@ -24,7 +25,7 @@ static size_t utf8_cut(const char *s, size_t max)
 
 static json_t *meta_str(const json_t *pod, const char *key)
 {
-	const char *v = json_string_value(json_object_get(json_object_get(pod, "metadata"), key));
+	const char *v = np_json_cstr(json_object_get(json_object_get(pod, "metadata"), key));
 	return v ? json_string(v) : NULL;
 }
 
@@ -33,7 +34,7 @@ json_t *k8s_event_build(const json_t *pod, const char *ns, const char *reason,
 			const struct timespec *now)
 {
 	const char *pod_name =
-		json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+		np_json_cstr(json_object_get(json_object_get(pod, "metadata"), "name"));
 	if (!pod_name || !reason || !*reason)
 		return NULL;
 	struct tm tm;
@@ -48,7 +49,7 @@ json_t *k8s_event_build(const json_t *pod, const char *ns, const char *reason,
 		 (unsigned long long)now->tv_sec * 1000000000ull + (unsigned long long)now->tv_nsec);
 
 	const char *node =
-		json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+		np_json_cstr(json_object_get(json_object_get(pod, "spec"), "nodeName"));
 	json_t *involved = json_pack("{s:s, s:s, s:s, s:s}", "apiVersion", "v1", "kind", "Pod",
 				     "namespace", ns, "name", pod_name);
 	json_t *source = json_pack("{s:s}", "component", "nicpick");

@@ -9,8 +9,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "util/cancel.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
+#include "util/jsonread.h"
 
 #ifndef NICPICK_VERSION
 #define NICPICK_VERSION "dev"
@@ -163,12 +165,20 @@ void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(voi
 	c->next_tick = k8s_mono_ms() + c->tick_ms;
 }
 
-/* curl calls this about once a second even on an idle connection. */
+void k8s_client_set_cancel(struct k8s_client *c, const volatile sig_atomic_t *cancel)
+{
+	c->cancel = cancel;
+}
+
+/* curl calls this about once a second even on an idle connection: a
+ * cancelled run aborts the transfer from here. */
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 		       curl_off_t ulnow)
 {
 	struct k8s_client *c = ud;
 	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	if (np_cancelled(c->cancel))
+		return 1;
 	int64_t now = k8s_mono_ms();
 	if (c->tick && now >= c->next_tick) {
 		c->next_tick = now + c->tick_ms;
@@ -254,9 +264,16 @@ int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 	bool too_long = ms >= remaining;
 	if (too_long)
 		ms = remaining > 0 ? (long)remaining : 0;
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	/* In slices of 200 ms, so that a cancelled run ends within one. */
+	for (int64_t end = k8s_mono_ms() + ms;;) {
+		if (np_cancelled(c->cancel))
+			return np_error_cancelled(err, np_cancelled(c->cancel), what);
+		int64_t left = end - k8s_mono_ms();
+		if (left <= 0)
+			break;
+		struct timespec ts = { 0, (left > 200 ? 200 : (long)left) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 	if (too_long)
 		return np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s", what);
 	return 0;
@@ -297,6 +314,7 @@ void k8s_xfer_reset(struct k8s_xfer *x)
 	x->http = 0;
 	x->retry_after = 0;
 	x->deadline_hit = false;
+	x->tls_refused = false;
 	x->errbuf[0] = '\0';
 }
 
@@ -317,6 +335,8 @@ static void account(struct k8s_client *c)
 
 int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 {
+	if (np_cancelled(c->cancel))
+		return np_error_cancelled(err, np_cancelled(c->cancel), "talking to the API server");
 	int64_t remaining = k8s_remaining_ms(c);
 	if (remaining <= 0) {
 		x->deadline_hit = true;
@@ -415,7 +435,7 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
 	}
-	if (c->tick) {
+	if (c->tick || c->cancel) {
 		curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(e, CURLOPT_XFERINFODATA, c);
@@ -437,11 +457,66 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, NULL);
 	curl_slist_free_all(hdrs);
+	if (np_cancelled(c->cancel))
+		return np_error_cancelled(err, np_cancelled(c->cancel), "talking to the API server");
 	if (x->cc == CURLE_OPERATION_TIMEDOUT && k8s_remaining_ms(c) <= 10)
 		x->deadline_hit = true;
 	if (!x->errbuf[0] && x->cc != CURLE_OK)
 		snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_easy_strerror(x->cc));
+	k8s_xfer_explain(x);
 	return 0;
+}
+
+/* Texts of a handshake the server refused: mbedTLS (the release build:
+ * MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE, MBEDTLS_ERR_SSL_HANDSHAKE_FAILURE,
+ * MBEDTLS_ERR_SSL_BAD_PROTOCOL_VERSION) and OpenSSL (Debian's libcurl: an
+ * alert received reads "tlsv1 alert protocol version", "sslv3 alert
+ * handshake failure", "tlsv13 alert certificate required"; "unsupported
+ * protocol", "no protocols available").  A reset or an EOF
+ * during the handshake is none of these, and stays worth a retry. */
+static const char *const tls_refusals[] = {
+	"fatal alert message was received", "handshake negotiation failed",
+	"bad protocol version", " alert ", "unsupported protocol", "no protocols available",
+	"wrong version number",
+};
+
+void k8s_xfer_explain(struct k8s_xfer *x)
+{
+	if (x->cc == CURLE_OK || !x->errbuf[0])
+		return;
+	/* mbedTLS's verify texts (curl 8) end with a newline. */
+	size_t n = strlen(x->errbuf);
+	while (n > 0 && (x->errbuf[n - 1] == '\n' || x->errbuf[n - 1] == ' '))
+		x->errbuf[--n] = '\0';
+	char orig[sizeof(x->errbuf)];
+	snprintf(orig, sizeof(orig), "%s", x->errbuf);
+	if (x->cc == CURLE_COULDNT_RESOLVE_HOST ||
+	    (x->cc == CURLE_OPERATION_TIMEDOUT && strcasestr(orig, "resolv"))) {
+		if (strncmp(orig, "DNS: ", 5) != 0)
+			snprintf(x->errbuf, sizeof(x->errbuf), "DNS: %s", orig);
+		return;
+	}
+	/* With TLS 1.3 the client's side of the handshake may complete before
+	 * the server's alert arrives: then it comes with the first read. */
+	if (x->cc != CURLE_SSL_CONNECT_ERROR && x->cc != CURLE_RECV_ERROR)
+		return;
+	for (size_t i = 0; i < sizeof(tls_refusals) / sizeof(tls_refusals[0]); i++) {
+		if (!strcasestr(orig, tls_refusals[i]))
+			continue;
+		x->tls_refused = true;
+#ifdef K8S_CURL_STATIC
+		/* The release build: libcurl and mbedTLS linked in. */
+		const char *tls = curl_version_info(CURLVERSION_NOW)->ssl_version;
+#else
+		const char *tls = "the system's libcurl";
+#endif
+		snprintf(x->errbuf, sizeof(x->errbuf),
+			 "the API server refused the TLS handshake (%s): it requires a TLS "
+			 "version, cipher suite or client certificate that nicpick does not offer "
+			 "(this build: %s), which retrying cannot change",
+			 orig, tls);
+		return;
+	}
 }
 
 static bool http_retryable(long http, const char *body, size_t len)
@@ -450,8 +525,8 @@ static bool http_retryable(long http, const char *body, size_t len)
 		return true;
 	if (http == 409) {
 		/* Conflict (optimistic concurrency) may pass; AlreadyExists never will. */
-		json_t *st = json_loadb(body ? body : "", len, 0, NULL);
-		const char *reason = json_string_value(json_object_get(st, "reason"));
+		json_t *st = json_loadb(body ? body : "", len, JSON_ALLOW_NUL, NULL);
+		const char *reason = np_json_cstr(json_object_get(st, "reason"));
 		bool retry = reason && !strcmp(reason, "Conflict");
 		json_decref(st);
 		return retry;
@@ -486,11 +561,11 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		long delay = -1;
 		if (x.cc != CURLE_OK) {
 			if (x.deadline_hit) {
-				np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s %s",
-					     method, path);
+				np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s %s: %s",
+					     method, path, x.errbuf);
 				goto fail;
 			}
-			if (!k8s_curl_retryable(x.cc)) {
+			if (!k8s_curl_retryable(x.cc) || x.tls_refused) {
 				np_error_set(err, NP_EK8S, 0, "%s %s%s: %s", method, c->cfg.server,
 					     path, x.errbuf);
 				goto fail;
@@ -499,8 +574,10 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		} else if (x.http >= 200 && x.http < 300) {
 			if (out) {
 				json_error_t jerr;
-				*out = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len, 0,
-						  &jerr);
+				/* NUL allowed: refused only where a value is used
+				 * (np_json_cstr). */
+				*out = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len,
+						  JSON_ALLOW_NUL, &jerr);
 				if (!*out) {
 					np_error_set(err, NP_EK8S, 0,
 						     "%s %s: invalid JSON in response: %s", method,
@@ -522,8 +599,8 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 			k8s_status_error(&tmp, method, path, x.http, x.resp.data, x.resp.len,
 					 c->cfg.token_file);
 			snprintf(last, sizeof(last), "%.400s", tmp.msg);
-			json_t *st = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len, 0,
-						NULL);
+			json_t *st = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len,
+						JSON_ALLOW_NUL, NULL);
 			delay = k8s_retry_after_ms(x.retry_after, st);
 			json_decref(st);
 		} else {

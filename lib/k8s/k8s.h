@@ -7,6 +7,7 @@
 #ifndef NP_K8S_H
 #define NP_K8S_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -77,6 +78,10 @@ void k8s_client_set_timeout(struct k8s_client *c, double seconds);
  * way, so that a caller blocked in a long watch can still say what it waits
  * for.  tick NULL turns it off. */
 void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(void *ud), void *ud);
+/* Once *cancel is non-zero (a signal's number, set by cmd/), what the
+ * client does ends within about a second with "stopped by SIGTERM while
+ * ..." (util/cancel.h).  NULL: never. */
+void k8s_client_set_cancel(struct k8s_client *c, const volatile sig_atomic_t *cancel);
 
 void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st);
 /* The HTTP status of the last response to a request (not a watch), 0 when

@@ -3,6 +3,7 @@
 #ifndef NP_K8S_PRIV_H
 #define NP_K8S_PRIV_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,9 @@ struct k8s_client {
 	void (*tick)(void *ud);
 	void *tick_ud;
 	int64_t tick_ms, next_tick;
+	/* the run's cancellation (util/cancel.h): a transfer or a back-off
+	 * under way ends within about a second */
+	const volatile sig_atomic_t *cancel;
 	long last_http; /* status of the last response, 0 when none came */
 	struct k8s_exec_cred cred; /* from cfg.exec, until it expires or a 401 */
 	/* tls_server_name: the URL names it, curl connects to the server's
@@ -122,7 +126,12 @@ struct k8s_xfer {
 	long http;
 	curl_off_t retry_after; /* seconds from the Retry-After header, 0 if none */
 	bool deadline_hit;
-	char errbuf[CURL_ERROR_SIZE];
+	/* The server refused the TLS handshake (a fatal alert, no common
+	 * version): every attempt would fail the same way. */
+	bool tls_refused;
+	/* curl's text, then (k8s_perform) what it means: "DNS: ..." for a
+	 * name that did not resolve in time, the refusal explained. */
+	char errbuf[CURL_ERROR_SIZE + 256];
 	struct k8s_buf resp;
 };
 
@@ -147,6 +156,9 @@ long k8s_retry_after_ms(curl_off_t header_s, const json_t *status);
 int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err);
 uint32_t k8s_rand(struct k8s_client *c);
 bool k8s_curl_retryable(CURLcode cc);
+/* What a failed transfer's curl text means, for the error line: sets
+ * x->tls_refused and rewrites x->errbuf (also for the tests). */
+void k8s_xfer_explain(struct k8s_xfer *x);
 int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		const json_t *body, const char *content_type, json_t **out, np_error *err);
 

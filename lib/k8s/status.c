@@ -1,5 +1,6 @@
 /* Failed responses → error messages a user can act on. */
 #include "k8s/k8s_priv.h"
+#include "util/jsonread.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -104,9 +105,9 @@ static void excerpt(char *dst, size_t cap, const char *body, size_t len)
 int k8s_status_error(np_error *err, const char *method, const char *path, long http,
 		     const char *body, size_t body_len, const char *token_file)
 {
-	json_t *st = body ? json_loadb(body, body_len, 0, NULL) : NULL;
-	const char *reason = json_string_value(json_object_get(st, "reason"));
-	const char *message = json_string_value(json_object_get(st, "message"));
+	json_t *st = body ? json_loadb(body, body_len, JSON_ALLOW_NUL, NULL) : NULL;
+	const char *reason = np_json_cstr(json_object_get(st, "reason"));
+	const char *message = np_json_cstr(json_object_get(st, "message"));
 	char raw[256] = "";
 	if (!message) {
 		excerpt(raw, sizeof(raw), body ? body : "", body ? body_len : 0);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/jsonread.h"
 
 #define K8S_MAX_LINE (16u << 20) /* one watch event */
 /* client-go/metadata/metadata.go, JSON only (nicpick speaks no protobuf). */
@@ -87,7 +88,7 @@ struct watch {
 
 static int set_rv(struct watch *w, const json_t *obj)
 {
-	const char *rv = json_string_value(
+	const char *rv = np_json_cstr(
 		json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
 	if (!rv || !*rv)
 		return 0;
@@ -136,8 +137,8 @@ int k8s_watch_event_decode(const char *line, size_t len, struct k8s_watch_event 
 {
 	json_error_t je;
 	memset(out, 0, sizeof(*out));
-	out->ev = json_loadb(line, len, 0, &je);
-	const char *type = json_string_value(json_object_get(out->ev, "type"));
+	out->ev = json_loadb(line, len, JSON_ALLOW_NUL, &je);
+	const char *type = np_json_cstr(json_object_get(out->ev, "type"));
 	out->object = json_object_get(out->ev, "object");
 	if (!out->ev || !type || !json_is_object(out->object)) {
 		snprintf(out->why, sizeof(out->why), "%s", out->ev ? "no type or object" : je.text);
@@ -322,7 +323,7 @@ static int after_connection(struct watch *w, struct k8s_xfer *x, int64_t elapsed
 		return 2;
 	}
 	if (x->cc != CURLE_OK) {
-		if (!k8s_curl_retryable(x->cc))
+		if (!k8s_curl_retryable(x->cc) || x->tls_refused)
 			return np_error_set(w->err, NP_EK8S, 0, "watch %s%s: %s", c->cfg.server,
 					    w->path, x->errbuf);
 		snprintf(w->last, sizeof(w->last), "%s", x->errbuf);
@@ -340,7 +341,7 @@ static int after_connection(struct watch *w, struct k8s_xfer *x, int64_t elapsed
 				 c->cfg.token_file);
 		snprintf(w->last, sizeof(w->last), "%.400s", tmp.msg);
 		json_t *st = json_loadb(w->errbody.data ? w->errbody.data : "", w->errbody.len,
-					0, NULL);
+					JSON_ALLOW_NUL, NULL);
 		*delay = k8s_retry_after_ms(x->retry_after, st);
 		json_decref(st);
 		return 2;

@@ -133,6 +133,8 @@ char *outputs_render_env(const struct outputs_env *env)
 	if (!f)
 		return NULL;
 	bool ok = fprintf(f, "# written by nicpick %s\n", NICPICK_VERSION) > 0;
+	if (ok && env->decision_id[0])
+		ok = fprintf(f, "# decision %s\n", env->decision_id) > 0;
 	for (size_t i = 0; ok && i < env->n; i++) {
 		char *q = outputs_sh_quote(env->vars[i].value);
 		ok = q && fprintf(f, "export %s=%s\n", env->vars[i].key, q) > 0;
@@ -182,6 +184,8 @@ int outputs_render_conf(const struct outputs_env *env, char **out, np_error *err
 			  "# read by NCCL via NCCL_CONF_FILE; variables already set in the "
 			  "environment take precedence\n",
 			  NICPICK_VERSION) > 0;
+	if (ok && env->decision_id[0])
+		ok = fprintf(f, "# decision %s\n", env->decision_id) > 0;
 	for (size_t i = 0; ok && i < env->n; i++) {
 		if (strncmp(env->vars[i].key, "NCCL_", 5) != 0)
 			continue;

@@ -1,6 +1,6 @@
 /* The files the training container reads: nccl.env, nccl.conf and
- * decision.json, each written atomically (temporary file, fsync, rename),
- * and only once the whole decision is known. */
+ * decision.json, written as one set (write.c says how) and only once the
+ * whole decision is known. */
 #ifndef NP_OUTPUTS_H
 #define NP_OUTPUTS_H
 
@@ -17,10 +17,19 @@ struct outputs_var {
 
 #define OUTPUTS_VARS_MAX 16
 
+/* "20261201T145000Z-1a2b3c4d": the decision's time (UTC) and 32 random bits. */
+#define OUTPUTS_ID_MAX 40
+
 struct outputs_env {
 	size_t n;
 	struct outputs_var vars[OUTPUTS_VARS_MAX];
+	/* The decision these variables belong to, written into each of the
+	 * three files ("" : outputs_write makes one). */
+	char decision_id[OUTPUTS_ID_MAX];
 };
+
+/* A new decision id. */
+void outputs_new_id(char id[OUTPUTS_ID_MAX]);
 
 /* What was chosen on this node; several interfaces (rails) are allowed. */
 struct outputs_choice {
@@ -44,14 +53,16 @@ int outputs_env_from_choice(const struct outputs_choice *c, struct outputs_env *
 char *outputs_sh_quote(const char *s);
 
 /* Render the files' contents (malloc'd, NUL-terminated).
- * nccl.env: a "# written by nicpick VERSION" line, then `export KEY='value'`
- * lines; NULL only when out of memory.
+ * nccl.env: a "# written by nicpick VERSION" line, a "# decision ID" line
+ * when env->decision_id is set, then `export KEY='value'` lines; NULL only
+ * when out of memory.
  * nccl.conf: the NCCL_* variables as KEY=VALUE lines, which NCCL reads via
  * NCCL_CONF_FILE (param.cc setEnvFile): a line starting with '#' is a
  * comment, only the trailing '\n' is stripped, no quotes, no trimming, the
  * value is cut at 1023 bytes, and a variable already in the environment
  * wins over the file.  A value NCCL would read differently (control
- * characters, 1024 bytes or more) is refused with NP_EUSAGE. */
+ * characters, 1024 bytes or more) is refused with NP_EUSAGE.  The same
+ * "# decision ID" line as nccl.env's follows the header. */
 char *outputs_render_env(const struct outputs_env *env);
 int outputs_render_conf(const struct outputs_env *env, char **out, np_error *err);
 /* decision.json: pretty-printed, keys in insertion order, trailing newline. */
@@ -61,12 +72,21 @@ char *outputs_render_json(const json_t *decision);
  * (the training container may run as another user). */
 int outputs_mkdir_p(const char *dir, np_error *err);
 /* Write nccl.env, nccl.conf and decision.json into dir (created with mode
- * 0755 if missing, like mkdir -p; files are 0644).  All three are rendered
- * and written to temporaries first; only then are they renamed into place.
- * On failure the temporaries are removed and no file was created or changed
- * (a rename failing half-way, which needs the directory to change under us,
- * is the one case that can leave some files new and some old).  Errors name
- * the path and the OS error: "cannot write /x/nccl.env: Permission denied". */
+ * 0755 if missing, like mkdir -p; files are 0644) as one set:
+ *   DIR/decision-ID/{nccl.env,nccl.conf,decision.json}  the set, ID = env->decision_id
+ *                                                       (a new one when "")
+ *   DIR/current -> decision-ID                          replaced by one rename
+ *   DIR/nccl.env -> current/nccl.env (and the other two) made once
+ * decision.json gets "decision_id" after "version"; nccl.env and nccl.conf
+ * a "# decision ID" line.  A reader of the documented paths sees a whole
+ * set, the old one until the rename and the new one after it, also when
+ * the run is killed at any point; sets other than the one in force (older
+ * ones, a killed run's) are removed.  Writers to one directory take turns
+ * on an flock of DIR/.nicpick.lock (refused after 10 s).  A directory an
+ * earlier nicpick filled with plain files is adopted as the set in force
+ * first (hard links).  On failure the set in force is unchanged.  Errors
+ * name the path and the OS error: "cannot write /x/decision-ID/nccl.env:
+ * Permission denied". */
 int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
 		  np_error *err);
 

@@ -212,6 +212,16 @@ static void judge(const struct policy *p, const struct nic_list *l, const struct
 	if (strpbrk(n->name, ",:"))
 		refuse(v, "name contains '%c', which NCCL_SOCKET_IFNAME cannot express",
 		       *strpbrk(n->name, ",:"));
+	/* Linux allows control characters in a name (only '/', ':' and
+	 * white space are refused); nccl.conf cannot carry one, so such an
+	 * interface is left out here instead of failing the run later. */
+	for (const unsigned char *c = (const unsigned char *)n->name; *c; c++)
+		if (*c < 0x20 || *c == 0x7f) {
+			refuse(v, "name has a control character (0x%02x): it cannot be written "
+				  "safely to nccl.conf",
+			       *c);
+			break;
+		}
 	if (!n->up)
 		refuse(v, "down");
 	else if (oper_down(n))

@@ -14,7 +14,17 @@
 
 struct route_answer {
 	int oif;
+	int kernel_errno; /* the kernel's answer to the request, 0 none */
 };
+
+/* libnl turns the kernel's errno into its own codes, most of them
+ * "Unspecific failure" (ENETUNREACH is one): keep the kernel's. */
+static int on_error(struct sockaddr_nl *nla, struct nlmsgerr *e, void *arg)
+{
+	struct route_answer *a = arg;
+	a->kernel_errno = -e->error;
+	return NL_STOP;
+}
 
 static int on_route(struct nl_msg *msg, void *arg)
 {
@@ -29,7 +39,7 @@ static int on_route(struct nl_msg *msg, void *arg)
 }
 
 /* The output device of the route to one address; 0 with *oif set. */
-static int route_oif(int family, const unsigned char *bytes, int *oif, const char **why)
+static int route_oif(int family, const unsigned char *bytes, int *oif, const char **why, int *kerr)
 {
 	struct rtmsg rtm = { .rtm_family = (unsigned char)family };
 	size_t alen = family == AF_INET ? 4 : 16;
@@ -42,10 +52,21 @@ static int route_oif(int family, const unsigned char *bytes, int *oif, const cha
 	    (r = nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO)) == 0 &&
 	    (r = nla_put(msg, RTA_DST, (int)alen, bytes)) == 0 &&
 	    (r = nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, on_route, &ans)) == 0 &&
+	    (r = nl_socket_modify_err_cb(sk, NL_CB_CUSTOM, on_error, &ans)) == 0 &&
 	    (r = nl_send_auto(sk, msg)) >= 0)
 		r = nl_recvmsgs_default(sk);
 	nlmsg_free(msg);
 	nl_socket_free(sk);
+	if (ans.kernel_errno == ENETUNREACH || ans.kernel_errno == EHOSTUNREACH) {
+		*kerr = ans.kernel_errno;
+		*why = "no route (is the interface to it down, or without its address?)";
+		return -1;
+	}
+	if (ans.kernel_errno) {
+		*kerr = ans.kernel_errno;
+		*why = strerror(ans.kernel_errno);
+		return -1;
+	}
 	if (r < 0) {
 		*why = nl_geterror(r);
 		return -1;
@@ -57,7 +78,7 @@ static int route_oif(int family, const unsigned char *bytes, int *oif, const cha
 int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err)
 {
 	unsigned char bytes[16];
-	int family, oif = 0;
+	int family, oif = 0, kerr = 0;
 	const char *why = "";
 	if (inet_pton(AF_INET, peer_addr, bytes) == 1)
 		family = AF_INET;
@@ -65,8 +86,14 @@ int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *e
 		family = AF_INET6;
 	else
 		return np_error_set(err, NP_EINTERNAL, 0, "route lookup: invalid address '%s'", peer_addr);
-	if (route_oif(family, bytes, &oif, &why) < 0)
+	if (route_oif(family, bytes, &oif, &why, &kerr) < 0) {
+		if (kerr == ENETUNREACH || kerr == EHOSTUNREACH)
+			return np_error_set(err, NP_EINTERNAL, kerr,
+					    "no route to %s (is the interface to it down, or without its "
+					    "address?)",
+					    peer_addr);
 		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: %s", peer_addr, why);
+	}
 	char name[IF_NAMESIZE];
 	if (oif <= 0 || !if_indextoname((unsigned)oif, name))
 		return np_error_set(err, NP_EINTERNAL, 0, "route lookup for %s: no output device",
@@ -105,10 +132,10 @@ int probe_route_subnet_dev(const struct np_prefix *pfx, char *ifname, size_t len
 		unsigned char a[16];
 		memcpy(a, last, 16);
 		addr_add(a, alen, host_bits >= 2 ? -1 - t : -t);
-		int oif = 0;
+		int oif = 0, kerr = 0;
 		const char *why = "";
 		char name[IF_NAMESIZE];
-		if (route_oif(pfx->family, a, &oif, &why) < 0 || oif <= 0 ||
+		if (route_oif(pfx->family, a, &oif, &why, &kerr) < 0 || oif <= 0 ||
 		    !if_indextoname((unsigned)oif, name))
 			continue;
 		if (strcmp(name, "lo") == 0)

@@ -11,8 +11,10 @@
 #include "select/decision.h"
 #include "outputs/outputs.h"
 #include "util/clock.h"
+#include "util/cancel.h"
 
 #define PUBLISH_RESERVE_MS 2000
+#define PUBLISH_STOPPED_MS 600
 
 int select_gather(const struct select_opts *o, struct select_result *r, np_error *err)
 {
@@ -155,6 +157,7 @@ static struct exchange_opts exchange_opts(struct run *x)
 	xo.agree.family = o->policy.family;
 	xo.agree.has_cidr = o->policy.has_cidr;
 	xo.agree.cidr = o->policy.cidr;
+	xo.cancel = o->ctx.cancel;
 	return xo;
 }
 
@@ -399,15 +402,24 @@ static int write_outputs(struct run *x, np_error *err)
 /* The result annotation and the Event on this pod: NetworkSelected, or
  * NetworkSelectionFailed with the reason.  Failing to post it is only a
  * warning: the outputs (or the exit code) say the rest. */
-static void publish(struct run *x, bool ok, int status, const char *msg)
+static void publish(struct run *x, int status, const char *msg)
 {
-	if (!x->have_k8s)
+	np_error perr = { 0 };
+	/* A run that failed before the exchange (no usable interface, a usage
+	 * error that depends on the node) loads the configuration here; a pod
+	 * whose name or API server is unknown has nowhere to say it (the
+	 * run's own error says the rest). */
+	if (!x->have_k8s && k8s_config_load(&x->k8s, &x->o->k8s, &perr) < 0)
 		return;
+	x->have_k8s = true;
+	if (!x->r->ex.pod && !x->k8s.pod_name)
+		return;
+	bool ok = status == NP_OK;
 	const struct select_result *r = x->r;
 	const struct smoke_report *s = &r->smoke;
 	struct exchange_outcome oc = {
 		.ok = ok,
-		.status = ok ? 0 : status,
+		.status = status,
 		.epoch = r->ex.epoch,
 		.smoke = s->status == SMOKE_PASSED   ? EXCHANGE_SMOKE_PASSED
 			 : s->status == SMOKE_FAILED ? EXCHANGE_SMOKE_FAILED
@@ -432,13 +444,15 @@ static void publish(struct run *x, bool ok, int status, const char *msg)
 	}
 	if (r->env_warnings.n)
 		jobs_env_warning_text(&r->env_warnings.v[0], oc.warning, sizeof(oc.warning));
-	np_error perr = { 0 };
 	char *outcome = NULL;
 	if (exchange_outcome_to_json(&oc, &outcome, &perr) < 0)
 		say(x, EXCHANGE_WARN, perr.msg);
 	perr = (np_error){ 0 };
 	struct exchange_opts xo = exchange_opts(x);
-	exchange_publish_result(&xo, &x->r->ex, ok, msg, outcome, &perr);
+	/* Stopped by a signal: say so, but within the second the stop allows. */
+	if (np_cancelled(xo.cancel) && xo.deadline_ms > np_now_ms() + PUBLISH_STOPPED_MS)
+		xo.deadline_ms = np_now_ms() + PUBLISH_STOPPED_MS;
+	exchange_publish_result(&xo, &x->r->ex, status, msg, outcome, &perr);
 	free(outcome);
 	if (perr.msg[0])
 		say(x, EXCHANGE_WARN, perr.msg);
@@ -488,6 +502,11 @@ static int run(struct run *x, np_error *err)
 	if (choose_outputs(x, err) < 0 || smoke(x, err) < 0 || tune(x, err) < 0 ||
 	    check_pod_env(x, err) < 0)
 		return -1;
+	/* A run stopped now writes nothing (one stopped later has the new set
+	 * in force, or the old: lib/outputs). */
+	int sig = np_cancelled(x->o->ctx.cancel);
+	if (sig)
+		return np_error_cancelled(err, sig, "deciding");
 	return write_outputs(x, err);
 }
 
@@ -498,10 +517,13 @@ int select_run(const struct select_opts *o, struct select_result *r, np_error *e
 	if (ret == 0 && r->agreed) {
 		char msg[1536 + AGREE_VERSIONS_TEXT_MAX + sizeof(r->ex.probe_warning)];
 		selected_text(&x, msg, sizeof(msg));
-		publish(&x, true, 0, msg);
-	} else if (ret < 0 && o->peers_k8s && r->ex.pod) {
-		/* Every failure once this pod is known, on every pod, says why on it. */
-		publish(&x, false, err->status, err->msg);
+		publish(&x, NP_OK, msg);
+	} else if (ret < 0 && o->peers_k8s && (r->ex.pod || err->status != NP_EK8S)) {
+		/* Every failure once this pod is known, on every pod, says why on
+		 * it; also one before the exchange read the pod, unless the API
+		 * itself failed: then there is nothing to post it through. */
+		int sig = np_cancelled(o->ctx.cancel);
+		publish(&x, sig ? 128 + sig : err->status ? err->status : NP_EINTERNAL, err->msg);
 	}
 	k8s_config_free(&x.k8s);
 	return ret;

@@ -5,6 +5,7 @@
 #define NP_SELECT_H
 
 #include <jansson.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,6 +23,9 @@
  * what it does. */
 struct select_ctx {
 	int64_t deadline_ms; /* np_now_ms() clock */
+	/* Set by cmd/'s signal handler to the signal's number (NULL: none);
+	 * the run then ends within about a second (util/cancel.h). */
+	const volatile sig_atomic_t *cancel;
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg); /* may be NULL */
 	void *log_ud;
 };

@@ -72,7 +72,7 @@ bool select_smoke_info(const struct select_smoke_opts *o, const struct select_ct
 		return true;
 	}
 	struct smoke_opts so = { .companion = companion, .base_env = o->base_env,
-				 .deadline_ms = smoke_deadline(o, cx, np_now_ms()) };
+				 .deadline_ms = smoke_deadline(o, cx, np_now_ms()), .cancel = cx->cancel };
 	struct smoke_result r;
 	if (smoke_spawn(&so, true, &r, &e) < 0) {
 		if (cannot_start(&e)) {
@@ -237,6 +237,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	}
 	vars[nv] = NULL;
 	struct smoke_opts so = {
+		.cancel = cx->cancel,
 		.companion = companion,
 		.base_env = o->base_env,
 		.vars = vars,

@@ -18,6 +18,7 @@
 #define NP_SMOKE_H
 
 #include <net/if.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -137,6 +138,7 @@ struct smoke_opts {
 	int64_t deadline_ms; /* CLOCK_MONOTONIC */
 	const char *log_dir; /* NCCL_DEBUG_FILE goes here (must exist); NULL
 			      * (info only): no NCCL_DEBUG* set */
+	const volatile sig_atomic_t *cancel; /* the run's (util/cancel.h); NULL none */
 };
 
 /* Find the companion: explicit (NICPICK_SMOKE_BIN), else beside self_exe,

@@ -15,6 +15,7 @@
 #include "smoke/smoke.h"
 #include "util/clock.h"
 #include "util/testhook.h"
+#include "util/cancel.h"
 
 #define COMPANION "nicpick-smoke"
 #define GRACE_MS 5000 /* after the deadline, before the companion is killed */
@@ -180,9 +181,10 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 	size_t len = 0;
 	bool killed = false, eof = false, too_big = false;
 	int64_t kill_at = o->deadline_ms + GRACE_MS;
+	int stopped = 0;
 	while (!eof) {
 		int64_t wait = kill_at - np_now_ms();
-		if (wait <= 0) {
+		if ((stopped = np_cancelled(o->cancel)) != 0 || wait <= 0) {
 			kill(-pid, SIGKILL);
 			killed = true;
 			break;
@@ -224,6 +226,8 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
 		nanosleep(&ts, NULL);
 	}
+	if (stopped)
+		return np_error_cancelled(err, stopped, info_only ? "looking for the GPU" : "the smoke all-reduce ran");
 	if (killed)
 		return np_error_set(err, NP_ESMOKE, ETIMEDOUT,
 				    "the smoke test did not end by the deadline and was killed (%s %s)",

@@ -139,3 +139,9 @@ int np_json_check_keys(const json_t *o, const char *const *allowed, char *why)
 	}
 	return 0;
 }
+
+const char *np_json_cstr(const json_t *v)
+{
+	const char *s = json_string_value(v);
+	return s && strlen(s) == json_string_length(v) ? s : NULL;
+}

@@ -32,4 +32,10 @@ int np_json_num(const json_t *o, const char *key, bool required, double min, dou
 int np_json_check_keys(const json_t *o, const char *const *allowed, char *why);
 bool np_str_ok(const char *s, enum np_charset cs);
 
+/* JSON from the API server is read with JSON_ALLOW_NUL: the API accepts
+ * "\u0000" in any string, and a NUL in a field nicpick does not use must
+ * not fail the run.  A field it does use is read through this: the value
+ * when v is a string without a NUL, else NULL (refused as not a string). */
+const char *np_json_cstr(const json_t *v);
+
 #endif

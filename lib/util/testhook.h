@@ -4,7 +4,10 @@
  * that step, as a node losing the container would.  The restart tests
  * (tests/integration/test_restart.py) use it to check that a re-run reaches
  * the same decision and leaves no partial files.  Steps: before-report,
- * after-report, after-decision, after-probe, mid-outputs. */
+ * after-report, after-decision, after-probe, then the output set's
+ * (lib/outputs/write.c): mid-outputs (the new set half written),
+ * outputs-written, outputs-linked, outputs-swapped (the new set in force,
+ * the old one not yet removed); mid-smoke-info, mid-smoke. */
 #ifndef NP_TESTHOOK_H
 #define NP_TESTHOOK_H
 

@@ -130,3 +130,26 @@ def test_usage_error_leaves_existing_outputs_untouched(nicpick, good_node, out_d
     assert p.returncode == 2
     assert f.read_text() == old
     assert os.listdir(out_dir) == ["nccl.env"]
+
+
+def test_empty_out_dir_is_a_usage_error(nicpick, good_node):
+    p = nicpick.run("select", "--peers", "none", "--smoke", "off", "--out-dir", "", ns=good_node)
+    assert_one_line_error(p, 2, "--out-dir ''")
+
+
+def test_version_to_a_full_device_fails_with_the_reason(nicpick_bin):
+    import subprocess
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([nicpick_bin, "version"], stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=10)
+    assert_one_line_error(p, 1, "cannot write to standard output", os.strerror(28))
+
+
+def test_an_error_line_points_above_only_when_something_is_there(nicpick, good_node, tmp_path):
+    """Exit 1 (an unwritable --out-dir) prints nothing above its line, so
+    the line must not send the reader there."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x\n")
+    p = nicpick.select(blocker / "out", ns=good_node)
+    line = assert_one_line_error(p, 1, str(blocker / "out"))
+    assert "above" not in line, line

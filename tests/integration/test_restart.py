@@ -15,10 +15,12 @@ import subprocess
 import pytest
 
 import cluster as C
+from outset import assert_one_set, documented
 from test_agree_e2e import COMMON, FAST_NET, assert_all_exit, assert_on_network, diag, make_cluster  # noqa: F401
 
 OUT_FILES = {"nccl.env", "nccl.conf", "decision.json"}
-STEPS = ["before-report", "after-report", "after-decision", "after-probe", "mid-outputs"]
+STEPS = ["before-report", "after-report", "after-decision", "after-probe", "mid-outputs",
+         "outputs-written", "outputs-linked", "outputs-swapped"]
 
 
 def hooks_built(nicpick_bin):
@@ -46,14 +48,17 @@ def test_killed_at_a_step_and_run_again_reaches_the_same_decision(make_cluster, 
     start_killed_at(victim, step, *args)
     c.start_all(*args, pods=[p for p in c.pods if p is not victim])
     assert victim.wait(60) == -signal.SIGKILL, victim.describe()
-    # Whatever it left: whole files only, the temporaries of the files it
-    # had not renamed yet, and never a half-written file under a real name.
+    # Whatever it left: no set at all, or (killed once the new set was in
+    # force) the whole new set, never a file of it under a documented path
+    # before then.
     left = set(os.listdir(victim.out_dir))
-    if step != "mid-outputs":
+    if not step.startswith("outputs-") and step != "mid-outputs":
         assert left == set(), left
-    else:
-        assert "nccl.env" in left and not left & {"nccl.conf", "decision.json"}, left
+    elif step == "outputs-swapped":
+        assert documented(victim.out_dir) == OUT_FILES, left
         assert "export NCCL_SOCKET_IFNAME=" in (victim.out_dir / "nccl.env").read_text()
+    else:
+        assert documented(victim.out_dir) == set(), left
 
     # The kubelet runs the init container again: same pod, same uid.
     victim.rc = None
@@ -61,7 +66,7 @@ def test_killed_at_a_step_and_run_again_reaches_the_same_decision(make_cluster, 
     c.wait_all(timeout=90)
     assert_all_exit(c, 0)
     assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
-    assert set(os.listdir(victim.out_dir)) == OUT_FILES, os.listdir(victim.out_dir)
+    assert_one_set(victim.out_dir)
     d = C.decision_of(victim)
     assert d["choice"]["address"] == victim.node.fast_addr, d["choice"]
     assert ipaddress.ip_address(d["choice"]["address"]) in FAST_NET
@@ -106,7 +111,7 @@ def test_killed_mid_smoke_then_the_job_run_again_passes(make_cluster, nicpick_bi
     for p in c.pods:
         s = C.decision_of(p)["smoke"]
         assert s["status"] == "passed", (p.name, s)
-        assert set(os.listdir(p.out_dir)) == OUT_FILES, os.listdir(p.out_dir)
+        assert_one_set(p.out_dir)
 
 
 @pytest.mark.parametrize("step,first_round", [("after-probe", 2), ("mid-outputs", 1)])

@@ -523,6 +523,38 @@ static void test_gatherer_waits_for_every_report_and_names_the_missing(void **st
 	}
 }
 
+/* Missing pods are named by index as a person counts them (issue 14: the
+ * API lists job-w-10 before job-w-2, and so did the message), and the
+ * first ten of them are named whatever the order they were seen in. */
+static void test_missing_pods_are_listed_by_index(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	g.expect = 16;
+	/* the API's text order: 0, 1, 10, 11, ..., 15, 2, 3, ..., 9 */
+	static const char *const order[] = { "job-w-0",  "job-w-1",  "job-w-10", "job-w-11",
+					     "job-w-12", "job-w-13", "job-w-14", "job-w-15",
+					     "job-w-2",  "job-w-3",  "job-w-4",  "job-w-5",
+					     "job-w-6",  "job-w-7",  "job-w-8",  "job-w-9" };
+	for (size_t k = 0; k < 16; k++) {
+		struct member *m = member(&g, order[k], !strcmp(order[k], "job-w-0"));
+		if (!strcmp(order[k], "job-w-12") || !strcmp(order[k], "job-w-3"))
+			gather_member_set_why(m, "bad report");
+	}
+	struct exchange_progress p;
+	gather_progress(&g, "uid-job-w-0", "job-w-0", &p);
+	assert_int_equal(p.missing_total, 15);
+	assert_int_equal(p.n_missing, EXCHANGE_MISSING_SHOWN);
+	char text[1024];
+	exchange_progress_text(&p, text, sizeof(text));
+	if (!strstr(text, "missing: job-w-1, job-w-2, job-w-3, job-w-4, job-w-5, job-w-6, job-w-7, "
+			  "job-w-8, job-w-9, job-w-10 (+5 more)"))
+		fail_msg("%s", text);
+	/* The refused pod named is the first by index too. */
+	assert_string_equal(p.refused, "job-w-3: bad report");
+	gather_free_members(&g);
+}
+
 static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **state)
 {
 	struct gather g;
@@ -945,6 +977,7 @@ int main(void)
 		cmocka_unit_test(test_follower_says_what_it_waits_for),
 		cmocka_unit_test(test_gatherer_waits_for_every_report_and_names_the_missing),
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
+		cmocka_unit_test(test_missing_pods_are_listed_by_index),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
 		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
 		cmocka_unit_test(test_gatherer_parts_carry_the_ranks_of_agree_rail_rank),

@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <time.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +414,107 @@ static void test_token_reread_on_change(void **state)
 	write_file(tmpdir, "token", "tok-1\n");
 }
 
+struct late_writer {
+	char path[160];
+	const char *text;
+};
+
+static void *write_late(void *ud)
+{
+	const struct late_writer *w = ud;
+	struct timespec ts = { 0, 150 * 1000000L };
+	nanosleep(&ts, NULL);
+	FILE *f = fopen(w->path, "w"); /* in place: same inode, as `>` does */
+	if (f) {
+		fputs(w->text, f);
+		fclose(f);
+	}
+	return NULL;
+}
+
+/* A token file rewritten in place is empty for a moment: that read is
+ * retried until the new token is there, not fatal (issue 14). */
+static void test_token_rewritten_in_place_is_read_again(void **state)
+{
+	char tok[128];
+	snprintf(tok, sizeof(tok), "%s/token", tmpdir);
+	struct k8s_config cfg = { .server = "https://127.0.0.1:1", .token_file = tok,
+				  .namespace = "ns" };
+	struct k8s_client *c = NULL;
+	np_error err = { 0 };
+	write_file(tmpdir, "token", "tok-1\n");
+	assert_int_equal(k8s_client_new(&c, &cfg, &err), 0);
+	k8s_client_set_timeout(c, 10);
+	assert_int_equal(k8s_token_refresh(c, false, &err), 0);
+	assert_string_equal(c->token, "tok-1");
+	FILE *f = fopen(tok, "w"); /* truncated: the writer has not written yet */
+	assert_non_null(f);
+	fclose(f);
+	struct late_writer w = { .text = "tok-2\n" };
+	snprintf(w.path, sizeof(w.path), "%s", tok);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, write_late, &w), 0);
+	int rc = k8s_token_refresh(c, true, &err);
+	pthread_join(t, NULL);
+	if (rc < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(c->token, "tok-2");
+
+	/* Still empty at the deadline: an error that says so, in time. */
+	f = fopen(tok, "w");
+	fclose(f);
+	k8s_client_set_timeout(c, 0.3);
+	int64_t t0 = k8s_mono_ms();
+	assert_int_equal(k8s_token_refresh(c, true, &err), -1);
+	assert_true(k8s_mono_ms() - t0 < 600);
+	assert_non_null(strstr(err.msg, "empty or malformed"));
+	assert_string_equal(c->token, "tok-2");
+	k8s_client_free(c);
+	write_file(tmpdir, "token", "tok-1\n");
+}
+
+/* What a failed transfer says: a name that did not resolve names DNS, a
+ * handshake the server refused is not retried (issue 14).  The texts are
+ * curl's: lib/vtls/mbedtls.c failf("ssl_handshake returned: (-0x%04X) %s")
+ * with mbedTLS's error strings, OpenSSL's "error:0A00042E:SSL
+ * routines::tlsv1 alert protocol version", lib/hostip.c's "Could not
+ * resolve host" and lib/asyn-thread.c's "Resolving timed out after". */
+static void test_xfer_explain_names_dns_and_a_refused_handshake(void **state)
+{
+	static const struct {
+		CURLcode cc;
+		const char *text;
+		bool refused;
+		const char *starts;
+	} cases[] = {
+		{ CURLE_SSL_CONNECT_ERROR,
+		  "ssl_handshake returned: (-0x7780) SSL - A fatal alert message was received from our peer",
+		  true, "the API server refused the TLS handshake (ssl_handshake returned" },
+		{ CURLE_SSL_CONNECT_ERROR,
+		  "OpenSSL/3.0.17: error:0A00042E:SSL routines::tlsv1 alert protocol version", true,
+		  "the API server refused the TLS handshake" },
+		{ CURLE_SSL_CONNECT_ERROR,
+		  "ssl_handshake returned: (-0x0050) NET - Connection was reset by peer", false,
+		  "ssl_handshake returned" },
+		{ CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host: kubernetes.default.svc", false,
+		  "DNS: Could not resolve host: kubernetes.default.svc" },
+		{ CURLE_OPERATION_TIMEDOUT, "Resolving timed out after 2000 milliseconds", false,
+		  "DNS: Resolving timed out after 2000 milliseconds" },
+		{ CURLE_OPERATION_TIMEDOUT, "Operation timed out after 2000 milliseconds with 0 bytes received",
+		  false, "Operation timed out" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct k8s_xfer x = { .cc = cases[i].cc };
+		snprintf(x.errbuf, sizeof(x.errbuf), "%s", cases[i].text);
+		k8s_xfer_explain(&x);
+		assert_int_equal(x.tls_refused, cases[i].refused);
+		if (strncmp(x.errbuf, cases[i].starts, strlen(cases[i].starts)) != 0)
+			fail_msg("case %zu: %s", i, x.errbuf);
+		if (cases[i].refused)
+			assert_non_null(strstr(x.errbuf, "retrying cannot change"));
+	}
+}
+
 static void test_deadline_wait_stops_at_deadline(void **state)
 {
 	struct k8s_config cfg = { .server = "https://127.0.0.1:1", .namespace = "ns" };
@@ -448,6 +552,8 @@ int main(void)
 		cmocka_unit_test(test_event_body_shape),
 		cmocka_unit_test(test_job_completions),
 		cmocka_unit_test(test_token_reread_on_change),
+		cmocka_unit_test(test_token_rewritten_in_place_is_read_again),
+		cmocka_unit_test(test_xfer_explain_names_dns_and_a_refused_handshake),
 		cmocka_unit_test(test_deadline_wait_stops_at_deadline),
 	};
 	return cmocka_run_group_tests_name("k8s_pure", tests, setup_sa, teardown_sa);

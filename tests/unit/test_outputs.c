@@ -37,8 +37,13 @@ static int setup_tmpdir(void **state)
 	return 0;
 }
 
+static json_t *kept[8];
+static size_t n_kept;
+
 static int teardown_tmpdir(void **state)
 {
+	while (n_kept)
+		json_decref(kept[--n_kept]);
 	nftw(*state, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(*state);
 	return 0;
@@ -366,6 +371,51 @@ static json_t *sample_decision(void)
 	return d;
 }
 
+/* The decision id each of the three files names, through the documented
+ * paths; all three must agree.  Returns a static buffer. */
+static const char *id_of_set(const char *dir)
+{
+	static char id[3][64];
+	const char *files[] = {"nccl.env", "nccl.conf", "decision.json"};
+	const char *marks[] = {"\n# decision ", "\n# decision ", "\"decision_id\": \""};
+	for (size_t i = 0; i < 3; i++) {
+		char p[300];
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		char *text = slurp(p);
+		assert_non_null(text);
+		char *m = strstr(text, marks[i]);
+		if (!m)
+			fail_msg("%s names no decision:\n%s", p, text);
+		m += strlen(marks[i]);
+		size_t n = strcspn(m, "\n\"");
+		assert_true(n > 0 && n < sizeof(id[i]));
+		memcpy(id[i], m, n);
+		id[i][n] = '\0';
+		free(text);
+	}
+	assert_string_equal(id[0], id[1]);
+	assert_string_equal(id[0], id[2]);
+	return id[0];
+}
+
+static void assert_link(const char *dir, const char *name, const char *want)
+{
+	char p[300], have[128];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	ssize_t n = readlink(p, have, sizeof(have) - 1);
+	if (n < 0)
+		fail_msg("%s is not a symlink: %s", p, strerror(errno));
+	have[n] = '\0';
+	assert_string_equal(have, want);
+}
+
+/* A sample decision freed by the test's teardown. */
+static json_t *sample_decision_kept(void)
+{
+	assert_true(n_kept < sizeof(kept) / sizeof(kept[0]));
+	return kept[n_kept++] = sample_decision();
+}
+
 static void test_write_creates_all_three(void **state)
 {
 	char dir[256];
@@ -382,9 +432,18 @@ static void test_write_creates_all_three(void **state)
 		fail_msg("%s", err.msg);
 	json_decref(d);
 
-	char names[256];
+	/* The set in its own directory, `current` naming it, and the
+	 * documented paths through `current`. */
+	char id[64], set[80], names[512], want[512];
+	snprintf(id, sizeof(id), "%s", id_of_set(dir));
+	snprintf(set, sizeof(set), "decision-%s", id);
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, "decision.json nccl.conf nccl.env");
+	snprintf(want, sizeof(want), ".nicpick.lock current %s decision.json nccl.conf nccl.env", set);
+	assert_string_equal(names, want);
+	assert_link(dir, "current", set);
+	assert_link(dir, "nccl.env", "current/nccl.env");
+	assert_link(dir, "nccl.conf", "current/nccl.conf");
+	assert_link(dir, "decision.json", "current/decision.json");
 
 	const char *files[] = {"nccl.env", "nccl.conf", "decision.json"};
 	for (size_t i = 0; i < 3; i++) {
@@ -397,28 +456,67 @@ static void test_write_creates_all_three(void **state)
 	struct stat st;
 	assert_int_equal(stat(dir, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0755);
-
 	char p[300];
+	snprintf(p, sizeof(p), "%s/%s", dir, set);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+
 	snprintf(p, sizeof(p), "%s/decision.json", dir);
 	char *json = slurp(p);
-	assert_string_equal(json, "{\n  \"version\": 1,\n  \"chosen\": \"eth1\",\n  \"alpha\": true\n}\n");
+	char wjson[256];
+	snprintf(wjson, sizeof(wjson),
+		 "{\n  \"version\": 1,\n  \"decision_id\": \"%s\",\n  \"chosen\": \"eth1\",\n  \"alpha\": true\n}\n",
+		 id);
+	assert_string_equal(json, wjson);
 	free(json);
 	snprintf(p, sizeof(p), "%s/nccl.env", dir);
 	char *text = slurp(p);
 	assert_non_null(strstr(text, "export NCCL_SOCKET_IFNAME='=eth1'\n"));
 	free(text);
 
-	/* A second write replaces the files and leaves nothing else behind. */
+	/* A second write replaces the set; the old set's directory goes. */
 	c.ifaces[0] = "eth2";
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	d = sample_decision();
 	assert_int_equal(outputs_write(dir, &env, d, &err), 0);
 	json_decref(d);
+	char id2[64];
+	snprintf(id2, sizeof(id2), "%s", id_of_set(dir));
+	assert_string_not_equal(id, id2);
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, "decision.json nccl.conf nccl.env");
+	snprintf(want, sizeof(want), ".nicpick.lock current decision-%s decision.json nccl.conf nccl.env",
+		 id2);
+	assert_string_equal(names, want);
 	text = slurp(p);
 	assert_non_null(strstr(text, "export NCCL_SOCKET_IFNAME='=eth2'\n"));
 	free(text);
+
+	/* A killed run's half-written set is removed by the next run. */
+	char stale[300];
+	snprintf(stale, sizeof(stale), "%s/decision-19700101T000000Z-00000000", dir);
+	assert_int_equal(mkdir(stale, 0755), 0);
+	snprintf(p, sizeof(p), "%s/nccl.env", stale);
+	spit(p, "half\n");
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	char id3[64];
+	snprintf(id3, sizeof(id3), "%s", id_of_set(dir));
+	list_dir(dir, names, sizeof(names));
+	snprintf(want, sizeof(want), ".nicpick.lock current decision-%s decision.json nccl.conf nccl.env",
+		 id3);
+	assert_string_equal(names, want);
+}
+
+/* A caller's id is the one written. */
+static void test_write_uses_the_given_id(void **state)
+{
+	struct outputs_choice c = {.n_ifaces = 1, .ifaces = {"eth1"}, .family = AF_INET, .gid_index = -1};
+	struct outputs_env env;
+	np_error err = {0};
+	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
+	snprintf(env.decision_id, sizeof(env.decision_id), "given-1");
+	assert_int_equal(outputs_write(*state, &env, sample_decision_kept(), &err), 0);
+	assert_string_equal(id_of_set(*state), "given-1");
+	assert_link(*state, "current", "decision-given-1");
 }
 
 static void test_write_under_regular_file_fails_cleanly(void **state)
@@ -486,7 +584,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	assert_non_null(strstr(err.msg, "cannot write "));
 	char names[256];
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, "nccl.conf nccl.env");
+	assert_string_equal(names, ".nicpick.lock nccl.conf nccl.env");
 	char *text = slurp(env_path);
 	assert_string_equal(text, "old env\n");
 	free(text);
@@ -501,7 +599,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	json_decref(d);
 	assert_int_equal(err.sys_errno, EISDIR);
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, "decision.json nccl.conf nccl.env");
+	assert_string_equal(names, ".nicpick.lock decision.json nccl.conf nccl.env");
 	text = slurp(env_path);
 	assert_string_equal(text, "old env\n");
 	free(text);
@@ -519,9 +617,23 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	json_decref(d);
 	assert_int_equal(err.status, NP_EUSAGE);
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, "nccl.conf nccl.env");
+	assert_string_equal(names, ".nicpick.lock nccl.conf nccl.env");
 	text = slurp(env_path);
 	assert_string_equal(text, "old env\n");
+	free(text);
+
+	/* 4. Then a write that succeeds: the earlier plain files become
+	 * links to the new set, and nothing of the old stays. */
+	np_error_clear(&err);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	const char *id = id_of_set(dir);
+	char want[256];
+	snprintf(want, sizeof(want), ".nicpick.lock current decision-%s decision.json nccl.conf nccl.env", id);
+	list_dir(dir, names, sizeof(names));
+	assert_string_equal(names, want);
+	assert_link(dir, "nccl.env", "current/nccl.env");
+	text = slurp(env_path);
+	assert_non_null(strstr(text, "export NCCL_SOCKET_IFNAME='=eth1'\n"));
 	free(text);
 }
 
@@ -558,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_conf_text_is_what_nccl_reads),
 		cmocka_unit_test(test_conf_refuses_values_nccl_would_misread),
 		T(test_write_creates_all_three),
+		T(test_write_uses_the_given_id),
 		T(test_write_under_regular_file_fails_cleanly),
 		T(test_failed_write_leaves_old_files_and_no_temps),
 		T(test_write_file_atomic_replaces),

@@ -257,6 +257,27 @@ static void test_down_and_no_carrier_refused(void **state)
 	fx_free(f);
 }
 
+/* A name that nccl.conf cannot carry leaves that interface out with its
+ * reason; the run goes on with the others (issue 14: it used to exit 2). */
+static void test_control_character_in_name_refused_next_to_a_good_one(void **state)
+{
+	struct fx *f = fx_new();
+	struct nic *a = add(f, "bad\001x", NIC_CLASS_PHYSICAL, 100000);
+	addr(a, "10.0.0.1");
+	struct nic *b = add(f, "eth1", NIC_CLASS_PHYSICAL, 10000);
+	addr(b, "10.0.1.1");
+	struct nic *c = add(f, "del\177", NIC_CLASS_PHYSICAL, 100000);
+	addr(c, "10.0.2.1");
+	rank(f);
+	assert_refused(f, "bad\001x",
+		       "name has a control character (0x01): it cannot be written safely to nccl.conf");
+	assert_refused(f, "del\177",
+		       "name has a control character (0x7f): it cannot be written safely to nccl.conf");
+	assert_string_equal(best(f), "eth1");
+	assert_int_equal(f->r.n_usable, 1);
+	fx_free(f);
+}
+
 static void test_pod_netns_only_eth0_veth_is_chosen(void **state)
 {
 	struct fx *f = fx_new();
@@ -529,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_bond_2x100g_beats_single_100g),
 		cmocka_unit_test(test_link_local_only_refused),
 		cmocka_unit_test(test_down_and_no_carrier_refused),
+		cmocka_unit_test(test_control_character_in_name_refused_next_to_a_good_one),
 		cmocka_unit_test(test_pod_netns_only_eth0_veth_is_chosen),
 		cmocka_unit_test(test_pod_netns_multus_secondary_preferred_over_veth),
 		cmocka_unit_test(test_macvlan_over_physical_ranks_as_the_nic),

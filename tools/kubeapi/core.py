@@ -95,6 +95,10 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def start(self):
         crt, key, self.ca_path = ensure_certs(self.state_dir, self.sans)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        # $KUBEAPI_TLS_MIN_VERSION=VersionTLS13: a server that speaks TLS 1.3
+        # only, as kube-apiserver --tls-min-version=VersionTLS13 does.
+        if os.environ.get("KUBEAPI_TLS_MIN_VERSION") == "VersionTLS13":
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_3
         ctx.load_cert_chain(crt, key)
         # Client certificates signed by the CA authenticate as their CN (user) and O
         # (groups), as kube-apiserver's --client-ca-file; offering none is fine.

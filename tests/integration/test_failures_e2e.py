@@ -1,0 +1,135 @@
+"""Issue 14, "no silent failures" and "inputs the API allows", end to end
+with four pods in their own namespaces and the test API server (the
+topology of cluster.py)."""
+import json
+
+import cluster as C
+from test_agree_e2e import (COMMON, FAST_NET, assert_all_exit, assert_on_network, diag,  # noqa: F401
+                            make_cluster, run_job)
+
+
+def test_a_nul_in_annotations_nicpick_does_not_use_is_ignored(make_cluster):
+    """The API accepts "\\u0000" in any annotation (a string), and any pod
+    of the namespace may write one on the job's pods: it must not fail
+    the job (it used to: exit 5 on every pod, the JSON reader refused the
+    whole pod)."""
+    c = make_cluster()
+    # Values only: keys are qualified names, which the API validates
+    # (kubernetes/kubernetes, apimachinery/pkg/api/validation/objectmeta.go,
+    # ValidateAnnotations -> IsQualifiedName); a value is any string.
+    for p in c.pods:
+        c.server.patch_object(C.NAMESPACE, p.name, {"metadata": {"annotations": {
+            "example.com/note": "before\u0000after"}}})
+    got = c.get_pod(c.pods[0].name)["metadata"]["annotations"]
+    assert got["example.com/note"] == "before\u0000after", got
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+
+
+def test_a_nul_in_nicpicks_own_annotation_is_refused_with_a_reason(make_cluster):
+    """Where the value is used, a NUL is refused, named, not read as a
+    shorter text."""
+    c = make_cluster()
+    started = c.pods[:3]
+    c.server.patch_object(C.NAMESPACE, c.pods[3].name, {"metadata": {"annotations": {
+        "nicpick.io/report": json.dumps({"v": 1, "pod": c.pods[3].name}) + "\u0000junk"}}})
+    run_job(c, *COMMON, "--timeout", "8", pods=started, timeout=30)
+    assert_all_exit(c, 5, started)
+    for p in started:
+        err = [l for l in p.describe().splitlines() if "error:" in l]
+        assert err and "refused: job-w-3" in err[-1] and "NUL" in err[-1], p.describe()
+
+
+def test_a_gatherer_that_fails_early_ends_its_followers_at_once_with_its_reason(make_cluster):
+    """The gatherer's fast interface is down and the job is pinned to that
+    network (--cidr): it has no usable interface (exit 3) before it ever
+    publishes a report.  It still says so on its pod (result annotation,
+    NetworkSelectionFailed Event), and marks its round failed, so its
+    followers exit at once with its reason instead of waiting out
+    --timeout and blaming a gatherer that "has not started"."""
+    import time
+    from test_agree_e2e import error_line
+    c = make_cluster()
+    g = c.pods[0]
+    g.node.ns.down(g.node.fast_if)
+    t0 = time.monotonic()
+    run_job(c, *COMMON, "--cidr", C.FAST_NET + ".0/24", "--timeout", "40", timeout=60)
+    took = time.monotonic() - t0
+    assert g.rc == 3, g.describe()
+    assert [p.rc for p in c.pods[1:]] == [3, 3, 3], diag(c)
+    assert took < 15, f"{took:.1f} s: the followers waited for their deadline\n{diag(c)}"
+    for p in c.pods[1:]:
+        err = error_line(p)
+        assert f"the gatherer {g.name} failed: no usable network interface" in err, p.describe()
+        assert "(exit 3)" in err, err
+    assert "no usable network interface" in (c.annotation(g.name, "nicpick.io/result") or "")
+    evs = [e for e in c.events() if e["involvedObject"]["name"] == g.name]
+    assert [e["reason"] for e in evs] == ["NetworkSelectionFailed"], evs
+    assert evs[0]["type"] == "Warning" and "no usable network interface" in evs[0]["message"], evs
+
+
+def wait_for_log(p, text, timeout=20):
+    import time
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        p._err.flush()
+        with open(p._err.name) as f:
+            if text in f.read():
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{p.name}: no {text!r} in its log within {timeout} s")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_ends_the_run_within_a_second_and_says_so_on_the_pod(make_cluster, sig, code):
+    """SIGTERM is how a pod is deleted, SIGINT a Ctrl-C: the run ends
+    within a second with one error line, exit 128 + N as a shell reports
+    it, the Event and the result annotation on its pod, and nothing left
+    in its out dir.  Here a follower waits for a gatherer that never
+    starts."""
+    import os
+    import signal
+    import time
+    c = make_cluster()
+    f = c.pods[2]
+    f.start(*COMMON, "--timeout", "60")
+    wait_for_log(f, "published")
+    t0 = time.monotonic()
+    f.proc.send_signal(getattr(signal, sig))
+    rc = f.wait(10)
+    took = time.monotonic() - t0
+    assert rc == code, f.describe()
+    assert took < 1.0, f"{took:.2f} s\n{f.describe()}"
+    errs = [l for l in f.stderr_text.splitlines() if "error:" in l]
+    assert len(errs) == 1 and f"stopped by {sig}" in errs[0], f.describe()
+    assert os.listdir(f.out_dir) == [], os.listdir(f.out_dir)
+    assert f"stopped by {sig}" in (c.annotation(f.name, "nicpick.io/result") or "")
+    evs = [e for e in c.events() if e["involvedObject"]["name"] == f.name]
+    assert [e["reason"] for e in evs] == ["NetworkSelectionFailed"], evs
+
+
+def test_a_gatherer_stopped_by_sigterm_ends_its_followers_at_once(make_cluster):
+    import signal
+    import time
+    c = make_cluster()
+    g, followers = c.pods[0], c.pods[1:3]  # job-w-3 never starts: the gatherer waits
+    for p in (g, *followers):
+        p.start(*COMMON, "--timeout", "60")
+    wait_for_log(g, "published")
+    for p in followers:
+        wait_for_log(p, "published")
+    t0 = time.monotonic()
+    g.proc.send_signal(signal.SIGTERM)
+    assert g.wait(10) == 143, g.describe()
+    for p in followers:
+        p.wait(20)
+    took = time.monotonic() - t0
+    assert [p.rc for p in followers] == [1, 1], diag(c, followers)
+    assert took < 8, f"{took:.1f} s: the followers waited\n{diag(c, followers)}"
+    for p in followers:
+        err = [l for l in p.stderr_text.splitlines() if "error:" in l][-1]
+        assert f"the gatherer {g.name} failed: stopped by SIGTERM" in err and "(exit 143)" in err, err
