@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 				  .cudart_lib = cudart && *cudart ? cudart : NULL,
 				  .prefixes = prefixes };
 	struct gpu_libs libs;
-	if (gpu_libs_load(&s, &libs, &r, &err) < 0 || gpu_device_query(&libs, (int)gpu, &r, &err) < 0)
+	if (gpu_libs_load(&s, &libs, &r, &err) < 0 || gpu_device_query(&libs, (int)gpu, run, &r, &err) < 0)
 		finish(emit(&r, &err));
 	if (!run) {
 		r.ok = true;

@@ -72,7 +72,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	x->o = o;
 	int ret = -1;
-	char *sel = NULL, *lsel = NULL, *report = NULL;
+	char *sel = NULL, *lsel = NULL, *report = NULL, *claim_json = NULL;
 
 	if (!o->k8s->pod_name) {
 		np_error_set(err, NP_EUSAGE, 0,
@@ -81,11 +81,16 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	}
 	x->name = o->k8s->pod_name;
 	x->ns = o->k8s->namespace;
-	if (k8s_client_new(&x->k, o->k8s, err) < 0 || k8s_client_new(&x->w, o->k8s, err) < 0)
+	/* One rate limit for the process's requests, client-go's default. */
+	if (k8s_limiter_new(&x->lim, EXCHANGE_QPS, EXCHANGE_BURST, err) < 0 ||
+	    k8s_client_new(&x->k, o->k8s, err) < 0)
 		goto out;
+	k8s_client_set_limiter(x->k, x->lim);
 	k8s_client_set_cancel(x->k, o->cancel);
-	k8s_client_set_cancel(x->w, o->cancel);
 	k8s_client_set_deadline(x->k, o->deadline_ms);
+	if (k8s_client_new_like(&x->w, x->k, err) < 0)
+		goto out;
+	k8s_client_set_cancel(x->w, o->cancel);
 	if (k8s_get_pod(x->k, x->ns, x->name, &x->pod, err) < 0) {
 		np_error_wrap(err, "cannot read this pod");
 		goto out;
@@ -103,13 +108,21 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	}
 	x->leader = ex_pod_matches(x->pod, x->leader_sel);
+	if (x->leader) /* its own writes of a round: progress, round state, probe */
+		k8s_limiter_add_burst(x->lim, EXCHANGE_GATHERER_EXTRA_BURST);
+	x->by_rule = !o->leader_selector;
+	if (o->leader_selector)
+		snprintf(x->why, sizeof(x->why), "it matches --leader-selector %s", o->leader_selector);
+	else
+		exchange_gatherer_why(x->pod, x->why, sizeof(x->why));
 	/* With --selector the user defines the job; its owner's spec may not. */
 	char spec_note[700];
-	if (jobs_check_pod_expect(x->k, x->ns, x->pod, o->selector ? 0 : o->expect, spec_note,
-				  sizeof(spec_note), err) < 0)
+	int checked = jobs_check_pod_expect(x->k, x->ns, x->pod, o->selector ? 0 : o->expect, spec_note,
+					    sizeof(spec_note), err);
+	if (checked < 0)
 		goto out;
-	if (spec_note[0])
-		ex_log(x, EXCHANGE_INFO, "%s", spec_note);
+	if (spec_note[0]) /* a check skipped is a warning, never silent */
+		ex_log(x, checked > 0 ? EXCHANGE_WARN : EXCHANGE_INFO, "%s", spec_note);
 
 	const char *node = np_json_cstr(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)
@@ -129,12 +142,21 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	/* A restarted gatherer resumes from the round it published (ex_gather
 	 * reads it from x->pod): a final round stands, any other is void and
 	 * goes, so that no follower takes an old failure for a new one; its
-	 * progress goes in any case. */
-	json_t *ann = !x->leader ? json_pack("{s:s}", EXCHANGE_ANN_REPORT, report)
-		      : ex_round_final(x) ? json_pack("{s:s, s:n}", EXCHANGE_ANN_REPORT, report,
-						      EXCHANGE_ANN_PROGRESS)
-					  : json_pack("{s:s, s:n, s:n}", EXCHANGE_ANN_REPORT, report,
-						      EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS);
+	 * progress goes in any case.  Its claim goes with its report, so that
+	 * no pod reads the one without the other; a follower drops a claim an
+	 * earlier run of its container may have left. */
+	struct exchange_claim claim = { 0 };
+	snprintf(claim.leader, sizeof(claim.leader), "%s", x->uid);
+	snprintf(claim.pod, sizeof(claim.pod), "%s", x->name);
+	snprintf(claim.why, sizeof(claim.why), "%s", x->why);
+	if (x->leader && exchange_claim_to_json(&claim, &claim_json, err) < 0)
+		goto out;
+	json_t *ann = !x->leader ? json_pack("{s:s, s:n}", EXCHANGE_ANN_REPORT, report, EXCHANGE_ANN_GATHERER)
+		      : ex_round_final(x) ? json_pack("{s:s, s:n, s:s}", EXCHANGE_ANN_REPORT, report,
+						      EXCHANGE_ANN_PROGRESS, EXCHANGE_ANN_GATHERER, claim_json)
+					  : json_pack("{s:s, s:n, s:n, s:s}", EXCHANGE_ANN_REPORT, report,
+						      EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS,
+						      EXCHANGE_ANN_GATHERER, claim_json);
 	np_test_point("before-report");
 	if (ex_patch_annotations(x, x->name, ann, err) < 0)
 		goto out;
@@ -159,17 +181,22 @@ out:
 		res->stats.retries = a.retries + b.retries;
 		res->stats.bytes_sent = a.bytes_sent + b.bytes_sent;
 		res->stats.bytes_received = a.bytes_received + b.bytes_received;
+		res->stats.connects = a.connects + b.connects;
+		res->stats.watches = a.watches + b.watches;
+		res->stats.throttled_ms = a.throttled_ms + b.throttled_ms;
 		ex_gather_stats(x, &res->stats);
 	}
-	/* The result annotation and Event need a client after this returns. */
+	/* The result annotation and Event go over the same connection. */
 	k8s_client_free(x->w);
-	k8s_client_free(x->k);
+	ex_gather_free(x); /* its connections share x->k's limiter and sessions */
+	res->client = x->k;
+	res->limiter = x->lim;
 	json_decref(x->pod);
-	ex_gather_free(x);
 	free(x);
 	free(sel);
 	free(lsel);
 	free(report);
+	free(claim_json);
 	return ret;
 }
 
@@ -178,6 +205,10 @@ void exchange_result_free(struct exchange_result *res)
 	agree_decision_free(&res->decision);
 	json_decref(res->pod);
 	res->pod = NULL;
+	k8s_client_free(res->client);
+	res->client = NULL;
+	k8s_limiter_free(res->limiter);
+	res->limiter = NULL;
 }
 
 /* A failed gatherer's round: its followers end with its reason.  Added to
@@ -228,9 +259,14 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	const char *name = res->pod ? ex_meta(res->pod, "name") : o->k8s->pod_name;
 	if (!name)
 		return np_error_set(err, NP_EUSAGE, 0, "this pod's name is unknown");
-	struct k8s_client *k;
-	if (k8s_client_new(&k, o->k8s, err) < 0)
-		return -1;
+	/* The exchange's connection where there is one (one TLS handshake a
+	 * process), else a client of its own. */
+	struct k8s_client *k = res->client, *own = NULL;
+	if (!k) {
+		if (k8s_client_new(&own, o->k8s, err) < 0)
+			return -1;
+		k = own;
+	}
 	k8s_client_set_deadline(k, o->deadline_ms);
 	json_t *pod = NULL;
 	int r = k8s_get_pod(k, o->k8s->namespace, name, &pod, err);
@@ -254,6 +290,6 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 				     status == NP_OK ? "NetworkSelected" : "NetworkSelectionFailed", message,
 				     status == NP_OK && !res->probe_warning[0] ? "Normal" : "Warning", err);
 	json_decref(pod);
-	k8s_client_free(k);
+	k8s_client_free(own);
 	return r;
 }

@@ -34,8 +34,20 @@
 #define EXCHANGE_ANN_ROUND "nicpick.io/round"
 /* On the gatherer's own pod: what it waits for (followers show it). */
 #define EXCHANGE_ANN_PROGRESS "nicpick.io/progress"
+/* On a pod that gathers: its claim, so that a second gatherer notices. */
+#define EXCHANGE_ANN_GATHERER "nicpick.io/gatherer"
 
 enum exchange_log_level { EXCHANGE_INFO, EXCHANGE_WARN };
+
+/* Each pod's requests (its two connections together): client-go's default
+ * rate limit (kubernetes/client-go rest/config.go DefaultQPS, DefaultBurst).
+ * The gatherer's assignments have their own budget (publish.c). */
+#define EXCHANGE_QPS 5.0
+#define EXCHANGE_BURST 10
+/* The gatherer's own requests (not its assignments) start with 10 more:
+ * a round costs it about 14 requests of its own in all, and the first
+ * round should not wait for tokens. */
+#define EXCHANGE_GATHERER_EXTRA_BURST 10
 
 struct exchange_opts {
 	struct k8s_config *k8s;      /* API server, credentials, namespace, pod */
@@ -106,11 +118,18 @@ struct exchange_result {
 	struct agree_decision decision;
 	json_t *pod;        /* this pod's object as last read */
 	struct k8s_stats stats; /* API traffic of this pod, both connections */
+	/* The exchange's connection and the process's rate limit, kept for
+	 * exchange_publish_result (no new connection, no new handshake). */
+	struct k8s_client *client;
+	struct k8s_limiter *limiter;
 };
 
 /* The label selectors that define the job and its gatherer, from the pod's
  * own labels.  NP_EUSAGE when the pod carries none of the known labels. */
 int exchange_selectors(const json_t *pod, char **selector, char **leader_selector, np_error *err);
+/* Why this pod gathers by the rule (lib/jobs), for its claim: "worker 0 of
+ * a PyTorchJob of Workers only (no MASTER_ADDR in its containers)". */
+void exchange_gatherer_why(const json_t *pod, char *buf, size_t len);
 
 int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		 const struct policy_ranking *ranking, struct exchange_result *res, np_error *err);

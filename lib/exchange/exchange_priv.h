@@ -20,6 +20,7 @@ struct follow_state {
 	bool leader_seen;	       /* the gatherer's pod exists */
 	char leader_pod[AGREE_NAME_MAX];
 	char round_uid[AGREE_UID_MAX]; /* the gatherer pod's uid */
+	char leader_created[40];       /* its creationTimestamp */
 	bool has_round;
 	struct exchange_round round;
 	bool has_progress;
@@ -42,7 +43,8 @@ void follow_waiting_text(const struct follow_state *s, const char *leader_sel, c
 struct ex {
 	const struct exchange_opts *o;
 	struct k8s_client *k; /* requests */
-	struct k8s_client *w; /* the watch (one curl handle each) */
+	struct k8s_client *w; /* the watch (one curl handle each, TLS sessions shared) */
+	struct k8s_limiter *lim; /* both connections' requests: 5/s, burst 10 */
 	json_t *pod;
 	const char *name, *ns;
 	char uid[AGREE_UID_MAX];
@@ -58,10 +60,18 @@ struct ex {
 	/* follower */
 	struct follow_state f;
 	bool done; /* the round this pod probed is final */
-	struct probe_server *servers[EX_SERVERS_MAX];
+	struct probe_server *servers[EX_SERVERS_MAX]; /* one per part, NULL: none */
+	char server_key[EX_SERVERS_MAX][2 * AGREE_ADDR_TEXT_MAX + 96]; /* what it listens for */
+	char server_why[EX_SERVERS_MAX][EXCHANGE_DETAIL_MAX]; /* why not listening */
 	size_t n_servers;
 	/* gatherer */
 	struct gather *g;
+	char why[EXCHANGE_DETAIL_MAX]; /* why this pod gathers (its claim) */
+	bool by_rule;     /* the gatherer's selector came from lib/jobs' rule */
+	bool terminating; /* this pod is being deleted */
+	bool superseded;  /* a newer pod has this pod's job index, and gathers */
+	bool has_rival;   /* another pod of the job gathers too */
+	np_error rival;   /* ... naming both */
 };
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
@@ -92,12 +102,21 @@ void ex_probe_servers_stop(struct ex *x);
 /* This pod's rails in the result, from the parts of its final round: the
  * first rail also in the result's own fields. */
 void ex_result_rails(struct exchange_result *res, const struct exchange_part *parts, size_t n);
+/* Listen on each part's address for the round's token (kept when already
+ * listening so): the gatherer does it before it hands out the round, so
+ * that no pod's first probe of it finds nobody listening. */
+void ex_probe_listen(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
+		     long bytes);
 /* The gatherer's labels (key=value terms) match this pod. */
 bool ex_pod_matches(const json_t *pod, const char *selector);
 /* Every key the selector names is a label of this pod (values may differ). */
 bool ex_pod_has_labels(const json_t *pod, const char *selector);
 
 int ex_follow(struct ex *x, struct exchange_result *res, np_error *err);
+
+/* claim.c: note a second gatherer in a pod of the job (x->has_rival,
+ * x->rival), or this pod being deleted (x->terminating). */
+void ex_rival_see(struct ex *x, const json_t *pod);
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err);
 /* The round this incarnation of the gatherer published last, from its pod

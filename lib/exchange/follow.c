@@ -221,8 +221,22 @@ static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 			x->f.has_assign = true;
 	} else if (ex_pod_matches(pod, x->leader_sel)) {
 		struct follow_state *s = &x->f;
+		/* A pod being deleted (graceful deletion: a MODIFIED event with
+		 * deletionTimestamp, its annotations still writable) gathers no
+		 * more: its replacement does.  Only the gatherer this pod
+		 * follows going away is news. */
+		bool gone = type == K8S_WATCH_DELETED || ex_meta(pod, "deletionTimestamp");
+		const char *created = ex_meta(pod, "creationTimestamp") ? ex_meta(pod, "creationTimestamp") : "";
+		if (s->leader_seen && strcmp(s->round_uid, uid) != 0) {
+			/* Two live pods match: the newest gathers, as the gatherer
+			 * counts one pod per job index (members.c). */
+			int c = strcmp(created, s->leader_created);
+			if (gone || c < 0 || (c == 0 && strcmp(name, s->leader_pod) < 0))
+				return;
+		}
+		snprintf(s->leader_created, sizeof(s->leader_created), "%s", created);
 		s->has_round = s->has_progress = false;
-		s->leader_seen = type != K8S_WATCH_DELETED;
+		s->leader_seen = !gone;
 		snprintf(s->leader_pod, sizeof(s->leader_pod), "%s", name);
 		snprintf(s->round_uid, sizeof(s->round_uid), "%s", uid);
 		if (!s->leader_seen)

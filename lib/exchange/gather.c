@@ -113,6 +113,8 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		size_t i;
 		json_array_foreach(items, i, it)
 			gather_member_update(g, x->uid, it);
+		json_array_foreach(items, i, it) /* with every member known */
+			ex_rival_see(x, it);
 	} else if (type == K8S_WATCH_RELIST_BEGIN) {
 		gather_members_relist(g);
 		g->relisting = true;
@@ -121,12 +123,18 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		gather_member_gone(g, ex_meta(obj, "name"), ex_meta(obj, "uid"));
 	} else if (type != K8S_WATCH_RELIST_END) {
 		gather_member_update(g, x->uid, obj);
+		ex_rival_see(x, obj);
 	}
 	if (type == K8S_WATCH_RELIST_END)
 		g->relisting = false;
 	if (g->relisting)
 		return 0; /* the rest of the list is still to come */
 	np_error e = { 0 };
+	if (x->has_rival) {
+		fail(x, &x->rival);
+		x->stop = true;
+		return 1;
+	}
 	if ((type == K8S_WATCH_RELIST || type == K8S_WATCH_RELIST_END) && !g->published[0])
 		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
 	if (gather_check_count(g, &e) < 0) {
@@ -259,6 +267,9 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	}
 	if (!same && probe_token_new(g->token, err) < 0)
 		return -1;
+	const struct member *me = gather_member(x->g, x->name, false);
+	if (me) /* listening before any pod has its part to probe this one */
+		ex_probe_listen(x, x->g->token, me->parts, me->n_parts, bytes);
 	return gather_publish_round(x, NULL, false, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
 		       ? -1
@@ -732,8 +743,11 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);
 	if (rounds(x, res, err) == 0)
 		return 0;
-	/* Too many pods: a misconfiguration every pod must hear of at once. */
-	if (x->failed && gather_check_count(g, &(np_error){ 0 }) < 0)
+	/* Too many pods, or two gatherers: a misconfiguration every pod must
+	 * hear of at once.  A gatherer being deleted tells no one: the pod
+	 * that replaces it gathers. */
+	if (x->failed && !x->terminating && !x->superseded &&
+	    (x->has_rival || gather_check_count(g, &(np_error){ 0 }) < 0))
 		return publish_failure(x, err);
 	return -1;
 }
@@ -749,6 +763,8 @@ void ex_gather_stats(struct ex *x, struct k8s_stats *acc)
 		acc->retries += st.retries;
 		acc->bytes_sent += st.bytes_sent;
 		acc->bytes_received += st.bytes_received;
+		acc->connects += st.connects;
+		acc->throttled_ms += st.throttled_ms;
 	}
 }
 
@@ -760,6 +776,7 @@ void ex_gather_free(struct ex *x)
 	gather_free_members(g);
 	for (size_t c = 0; c < PUBLISH_CONNS_MAX; c++)
 		k8s_client_free(g->pool[c]);
+	k8s_limiter_free(g->assign_lim);
 	free(g);
 	x->g = NULL;
 }

@@ -111,6 +111,7 @@ struct gather {
 	struct exchange_part final_parts[EXCHANGE_RAILS_MAX];
 	struct agree_versions versions; /* of the reports last decided on */
 	struct k8s_client *pool[PUBLISH_CONNS_MAX]; /* publish_round's connections */
+	struct k8s_limiter *assign_lim; /* their budget (publish.c) */
 };
 
 /* members.c */

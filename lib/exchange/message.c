@@ -152,6 +152,15 @@ int exchange_progress_to_json(const struct exchange_progress *p, char **json, np
 	return dump(o, "progress", json, err);
 }
 
+int exchange_claim_to_json(const struct exchange_claim *c, char **json, np_error *err)
+{
+	char why[EXCHANGE_DETAIL_MAX];
+	np_text_clean(why, sizeof(why), c->why, NP_TEXT_SPACE);
+	json_t *o = json_pack("{s:i, s:s, s:s, s:s}", "v", EXCHANGE_MSG_VERSION, "leader", c->leader,
+			      "pod", c->pod, "why", why);
+	return dump(o, "gatherer claim", json, err);
+}
+
 /* ---- reading ---- */
 
 /* Parse, check size, object-ness, keys and version; why[NP_JSON_WHY_MAX]. */
@@ -416,6 +425,23 @@ int exchange_round_parse(const char *json, size_t len, struct exchange_round *ou
 			  : 0;
 	json_decref(o);
 	return ret < 0 ? bad(err, "round", why) : 0;
+}
+
+int exchange_claim_parse(const char *json, size_t len, struct exchange_claim *out, np_error *err)
+{
+	static const char *const keys[] = { "v", "leader", "pod", "why", NULL };
+	char why[NP_JSON_WHY_MAX] = "";
+	memset(out, 0, sizeof(*out));
+	json_t *o = load(json, len, keys, why);
+	if (!o)
+		return bad(err, "gatherer claim", why);
+	int ret = np_json_str(o, "leader", true, NP_CS_NAME, 1, out->leader, sizeof(out->leader), why) < 0 ||
+				  np_json_str(o, "pod", true, NP_CS_NAME, 1, out->pod, sizeof(out->pod), why) < 0 ||
+				  np_json_str(o, "why", true, NP_CS_TEXT, 0, out->why, sizeof(out->why), why) < 0
+			  ? -1
+			  : 0;
+	json_decref(o);
+	return ret < 0 ? bad(err, "gatherer claim", why) : 0;
 }
 
 int exchange_progress_parse(const char *json, size_t len, struct exchange_progress *out,

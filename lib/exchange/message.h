@@ -32,6 +32,10 @@
  *     {"v":1,"leader":UID,"leader_pod":NAME,"phase":"gather"|"probe","round":N,
  *      "expect":M,"created":K,"done":D,"missing":[NAME...],"missing_total":T,
  *      "probe":"...","refused":"job-3: bad report: ..."}
+ *   nicpick.io/gatherer    on a pod that gathers, with its report: its claim
+ *     {"v":1,"leader":UID,"pod":NAME,"why":"..."}
+ *     a second gatherer of the job sees it and the job fails at once,
+ *     naming both and why each thought it gathers
  *   nicpick.io/outcome     on each pod, last: how its nicpick ended (outcome.c)
  *     {"v":1,"ok":true,"status":0,"reason":"..." (not ok only),"epoch":N,
  *      "smoke":"passed"|"failed"|"skipped","busbw":1.73,"min_busbw":0.5,
@@ -145,12 +149,19 @@ struct exchange_progress {
 					    * report or probe was refused, or "" */
 };
 
+struct exchange_claim {
+	char leader[AGREE_UID_MAX]; /* the claiming pod's uid */
+	char pod[AGREE_NAME_MAX];
+	char why[EXCHANGE_DETAIL_MAX]; /* the rule or option that made it gather */
+};
+
 /* Writers: *json is malloc'd.  Text fields are cut to fit and their
  * control characters replaced, so that the reader takes what they wrote. */
 int exchange_assignment_to_json(const struct exchange_assignment *a, char **json, np_error *err);
 int exchange_probe_to_json(const struct exchange_probe *p, char **json, np_error *err);
 int exchange_round_to_json(const struct exchange_round *r, char **json, np_error *err);
 int exchange_progress_to_json(const struct exchange_progress *p, char **json, np_error *err);
+int exchange_claim_to_json(const struct exchange_claim *c, char **json, np_error *err);
 
 /* Strict readers (never crash on any input).  NP_EK8S on error. */
 int exchange_assignment_parse(const char *json, size_t len, struct exchange_assignment *out,
@@ -159,6 +170,7 @@ int exchange_probe_parse(const char *json, size_t len, struct exchange_probe *ou
 int exchange_round_parse(const char *json, size_t len, struct exchange_round *out, np_error *err);
 int exchange_progress_parse(const char *json, size_t len, struct exchange_progress *out,
 			    np_error *err);
+int exchange_claim_parse(const char *json, size_t len, struct exchange_claim *out, np_error *err);
 
 /* "3/4 pods reported; missing: job-2, job-3 (+5 more); pods not created
  * yet: 1 of 4; round 2 ..." for log lines and deadline messages. */

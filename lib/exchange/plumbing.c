@@ -139,8 +139,45 @@ void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj)
 void ex_probe_servers_stop(struct ex *x)
 {
 	for (size_t i = 0; i < x->n_servers; i++)
-		probe_server_stop(x->servers[i]);
+		if (x->servers[i])
+			probe_server_stop(x->servers[i]);
+	memset(x->servers, 0, sizeof(x->servers));
 	x->n_servers = 0;
+}
+
+void ex_probe_listen(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
+		     long bytes)
+{
+	if (n > EX_SERVERS_MAX)
+		n = EX_SERVERS_MAX;
+	char key[EX_SERVERS_MAX][sizeof(x->server_key[0])];
+	bool same = x->n_servers == n;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key[i], sizeof(key[i]), "%s|%s|%s|%ld", parts[i].addr, token,
+			 parts[i].prev_addr, bytes);
+		same = same && x->servers[i] && strcmp(x->server_key[i], key[i]) == 0;
+	}
+	if (same)
+		return;
+	ex_probe_servers_stop(x);
+	for (size_t i = 0; i < n; i++) {
+		np_error lerr = { 0 };
+		struct probe_server_opts so = {
+			.addr = parts[i].addr,
+			.port = x->o->probe_port,
+			.token = token,
+			.peer_addr = parts[i].prev_addr,
+			.max_payload = bytes,
+			.deadline_ms = x->o->deadline_ms,
+		};
+		snprintf(x->server_key[i], sizeof(x->server_key[i]), "%s", key[i]);
+		x->server_why[i][0] = '\0';
+		if (probe_server_start(&so, &x->servers[i], &lerr) < 0) {
+			x->servers[i] = NULL;
+			np_text_clean(x->server_why[i], sizeof(x->server_why[i]), lerr.msg, NP_TEXT_SPACE);
+		}
+	}
+	x->n_servers = n;
 }
 
 /* The route to the neighbour leaves through dev: when dev is another of
@@ -172,27 +209,15 @@ static int probe_parts(struct ex *x, const char *token, const struct exchange_pa
 {
 	/* This pod holds its part of a decision and is about to probe. */
 	np_test_point("after-decision");
-	ex_probe_servers_stop(x);
+	ex_probe_listen(x, token, parts, n, bytes);
 	bool listening[EX_SERVERS_MAX] = { false };
 	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
-		struct probe_server *s;
 		struct exchange_trial *t = &out->t[i];
-		np_error lerr = { 0 };
-		struct probe_server_opts so = {
-			.addr = parts[i].addr,
-			.port = x->o->probe_port,
-			.token = token,
-			.peer_addr = parts[i].prev_addr,
-			.max_payload = bytes,
-			.deadline_ms = x->o->deadline_ms,
-		};
-		if (probe_server_start(&so, &s, &lerr) < 0) {
+		listening[i] = x->servers[i] != NULL;
+		if (!listening[i]) {
 			t->ok = false;
-			np_text_clean(t->detail, sizeof(t->detail), lerr.msg, NP_TEXT_SPACE);
-			continue;
+			snprintf(t->detail, sizeof(t->detail), "%s", x->server_why[i]);
 		}
-		listening[i] = true;
-		x->servers[x->n_servers++] = s;
 	}
 	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
 		const struct exchange_part *p = &parts[i];

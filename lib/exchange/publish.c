@@ -8,8 +8,23 @@
 #include "util/text.h"
 
 /* Handing out parts costs one PATCH per pod: on a large job they go out
- * over a few connections at once, each with its own client. */
+ * over a few connections at once, each with its own client.  Their budget,
+ * apart from the pod's own 5 requests/s: a burst of one write per pod of
+ * the job (a whole round at once), refilled at one write per pod per
+ * PUBLISH_REFILL_S (so a pod that restarts again and again, which makes
+ * the gatherer hand every pod its part again, costs at most that). */
 #define PUBLISH_CONNS PUBLISH_CONNS_MAX
+#define PUBLISH_REFILL_S 5.0
+
+static int assign_budget(struct ex *x, np_error *err)
+{
+	struct gather *g = x->g;
+	if (g->assign_lim)
+		return 0;
+	int pods = g->expect > 10 ? g->expect : 10;
+	double qps = pods / PUBLISH_REFILL_S > EXCHANGE_QPS ? pods / PUBLISH_REFILL_S : EXCHANGE_QPS;
+	return k8s_limiter_new(&g->assign_lim, qps, pods, err);
+}
 
 struct publish_job {
 	struct ex *x;
@@ -107,9 +122,12 @@ int gather_publish_round(struct ex *x, const np_error *failure, bool only_missin
 	struct publish_job jobs[PUBLISH_CONNS];
 	pthread_t threads[PUBLISH_CONNS];
 	bool started[PUBLISH_CONNS] = { false };
+	if (assign_budget(x, err) < 0)
+		goto out;
 	for (size_t c = 0; c < conns; c++) {
-		if (!g->pool[c] && k8s_client_new(&g->pool[c], x->o->k8s, err) < 0)
+		if (!g->pool[c] && k8s_client_new_like(&g->pool[c], x->k, err) < 0)
 			goto out;
+		k8s_client_set_limiter(g->pool[c], g->assign_lim);
 		k8s_client_set_deadline(g->pool[c], x->o->deadline_ms);
 		jobs[c] = (struct publish_job){ .x = x, .k = g->pool[c], .names = names, .patches = patches,
 						.first = c, .n = n, .step = conns };

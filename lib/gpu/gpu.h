@@ -84,8 +84,11 @@ int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_r
 		    np_error *err);
 void gpu_libs_close(struct gpu_libs *l);
 
-/* Driver, GPU count and model (fills r), and selects device gpu. */
-int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
+/* Driver, GPU count and model (fills r); with select, also makes device
+ * gpu current (cudaSetDevice, which creates its primary context in CUDA
+ * 12: 0.4-0.6 s on an H200).  `info` needs no context: the model and the
+ * PCI bus id are read by ordinal. */
+int gpu_device_query(const struct gpu_libs *l, int gpu, bool select, struct smoke_result *r,
 		       np_error *err);
 
 struct gpu_run_opts {

@@ -25,7 +25,7 @@ static void sleep_us(long us)
 	nanosleep(&ts, NULL);
 }
 
-int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
+int gpu_device_query(const struct gpu_libs *l, int gpu, bool select, struct smoke_result *r,
 		       np_error *err)
 {
 	const struct gpu_cuda_api *c = &l->cuda;
@@ -49,7 +49,7 @@ int gpu_device_query(const struct gpu_libs *l, int gpu, struct smoke_result *r,
 	}
 	if (gpu < 0 || gpu >= count)
 		return np_error_set(err, NP_ESMOKE, 0, "GPU %d does not exist (%d visible)", gpu, count);
-	ce = c->SetDevice(gpu);
+	ce = select ? c->SetDevice(gpu) : cudaSuccess;
 	if (ce != cudaSuccess)
 		return np_error_set(err, NP_ESMOKE, 0, "cudaSetDevice(%d): %s", gpu,
 				    c->GetErrorString(ce));

@@ -130,7 +130,8 @@ int jobs_size_check(int expect, const struct jobs_size *s, np_error *err);
 
 /* Read the owning job's spec (Job, PyTorchJob, JobSet and the TrainJob
  * owning it) and check expect against it; `note` says what was checked.  A
- * 403 or 404 only skips that object, and `note` says why.  Other API errors
+ * 403 or 404 only skips that object: it returns 1 and `note` says why (the
+ * server's own words for a 403, anonymous or not).  Other API errors
  * fail (NP_EK8S).  A pod of no known kind (--selector given) is not checked. */
 int jobs_check_pod_expect(struct k8s_client *k, const char *ns, const json_t *pod, int expect,
 			  char *note, size_t note_len, np_error *err);

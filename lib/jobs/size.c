@@ -125,8 +125,16 @@ static int get_optional(struct k8s_client *k, const char *path, const char *what
 	long http = k8s_client_last_http(k);
 	if (http != 403 && http != 404)
 		return np_error_wrap(err, "cannot read %s to check --expect", what);
-	snprintf(note, note_len, "--expect not checked against %s: %s", what,
-		 http == 403 ? "the Role does not allow reading it" : "it does not exist");
+	/* A 403 is said as the server said it: an anonymous request (no
+	 * usable token) reads very differently from a Role without the rule. */
+	if (http == 403 && strstr(err->msg, "system:anonymous"))
+		snprintf(note, note_len, "--expect not checked against %s: the request reached the API "
+			 "server without credentials it accepted, as system:anonymous (%.300s)", what, err->msg);
+	else if (http == 403)
+		snprintf(note, note_len, "--expect not checked against %s: the Role does not allow "
+			 "reading it (%.300s)", what, err->msg);
+	else
+		snprintf(note, note_len, "--expect not checked against %s: it does not exist", what);
 	np_error_clear(err);
 	return 1;
 }
@@ -163,14 +171,14 @@ static int check_expect(struct k8s_client *k, const char *ns, const struct jobs_
 		snprintf(path, sizeof(path), "/apis/batch/v1/namespaces/%s/jobs/%s", ns, r->job);
 		snprintf(what, sizeof(what), "Job %s", r->job);
 		return check_path(k, path, what, expect, jobs_size_from_batch_job, NULL, note, note_len,
-				  err) < 0 ? -1 : 0;
+				  err);
 	case JOBS_KIND_PYTORCH_MASTER:
 	case JOBS_KIND_PYTORCH_WORKERS:
 		snprintf(path, sizeof(path), "/apis/kubeflow.org/v1/namespaces/%s/pytorchjobs/%s", ns,
 			 r->job);
 		snprintf(what, sizeof(what), "PyTorchJob %s", r->job);
 		return check_path(k, path, what, expect, jobs_size_from_pytorchjob, NULL, note,
-				  note_len, err) < 0 ? -1 : 0;
+				  note_len, err);
 	case JOBS_KIND_JOBSET: {
 		json_t *js = NULL, *tj = NULL;
 		struct jobs_size s;
@@ -179,7 +187,7 @@ static int check_expect(struct k8s_client *k, const char *ns, const struct jobs_
 		snprintf(what, sizeof(what), "JobSet %s", r->job);
 		int rc = get_optional(k, path, what, &js, note, note_len, err);
 		if (rc != 0)
-			return rc < 0 ? -1 : 0;
+			return rc;
 		if (jobs_size_from_jobset(js, p->rjob, &s, err) < 0 || jobs_size_check(expect, &s, err) < 0) {
 			json_decref(js);
 			return -1;
@@ -209,10 +217,12 @@ static int check_expect(struct k8s_client *k, const char *ns, const struct jobs_
 				rc = -1;
 			else if (rc == 0 && s.pods >= 0)
 				snprintf(note, note_len, "--expect %d agrees with %s", expect, s.what);
+			else if (rc == 1) /* the JobSet agreed; say what was not read */
+				snprintf(note + strlen(note), note_len - strlen(note), "; %s", tnote);
 		}
 		json_decref(tj);
 		json_decref(js);
-		return rc < 0 ? -1 : 0;
+		return rc;
 	}
 	case JOBS_KIND_NONE:
 		break;

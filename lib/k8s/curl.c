@@ -31,6 +31,9 @@ struct k8s_curl_api k8s_curl = {
 	.url_cleanup = curl_url_cleanup,
 	.url_get = curl_url_get,
 	.url_set = curl_url_set,
+	.share_init = curl_share_init,
+	.share_cleanup = curl_share_cleanup,
+	.share_setopt = curl_share_setopt,
 };
 
 int k8s_curl_load(np_error *err)
@@ -78,6 +81,9 @@ static void load(void)
 	SYM(url_cleanup, "curl_url_cleanup");
 	SYM(url_get, "curl_url_get");
 	SYM(url_set, "curl_url_set");
+	SYM(share_init, "curl_share_init");
+	SYM(share_cleanup, "curl_share_cleanup");
+	SYM(share_setopt, "curl_share_setopt");
 #undef SYM
 	k8s_curl.loaded = true;
 }

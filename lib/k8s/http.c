@@ -117,6 +117,10 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
 	}
 	c->curl = curl_easy_init();
+	pthread_mutex_init(&c->own_lim.mu, NULL);
+	k8s_bucket_init(&c->own_lim.b, K8S_DEFAULT_QPS, K8S_DEFAULT_BURST);
+	c->lim = &c->own_lim;
+	k8s_bucket_init(&c->watch_opens, K8S_WATCH_OPEN_QPS, K8S_WATCH_OPEN_BURST);
 	bool copied = k8s_config_copy(&c->cfg, cfg);
 	char host[256] = "nicpick";
 	if (!cfg->pod_name)
@@ -140,12 +144,101 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 	return 0;
 }
 
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+	struct k8s_share *s = ud;
+	(void)h, (void)access;
+	if ((unsigned)data < CURL_LOCK_DATA_LAST)
+		pthread_mutex_lock(&s->mu[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+	struct k8s_share *s = ud;
+	(void)h;
+	if ((unsigned)data < CURL_LOCK_DATA_LAST)
+		pthread_mutex_unlock(&s->mu[data]);
+}
+
+static void share_release(struct k8s_share *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->refmu);
+	int left = --s->refs;
+	pthread_mutex_unlock(&s->refmu);
+	if (left > 0)
+		return;
+	curl_share_cleanup(s->sh);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&s->mu[i]);
+	pthread_mutex_destroy(&s->refmu);
+	free(s);
+}
+
+/* Join c to share s (one reference more). */
+static int share_attach(struct k8s_client *c, struct k8s_share *s)
+{
+	if (curl_easy_setopt(c->curl, CURLOPT_SHARE, s->sh) != CURLE_OK)
+		return -1;
+	pthread_mutex_lock(&s->refmu);
+	s->refs++;
+	pthread_mutex_unlock(&s->refmu);
+	c->share = s;
+	return 0;
+}
+
+static struct k8s_share *share_new(void)
+{
+	struct k8s_share *s = calloc(1, sizeof(*s));
+	if (!s || !(s->sh = curl_share_init())) {
+		free(s);
+		return NULL;
+	}
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&s->mu[i], NULL);
+	pthread_mutex_init(&s->refmu, NULL);
+	if (curl_share_setopt(s->sh, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+	    curl_share_setopt(s->sh, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+	    curl_share_setopt(s->sh, CURLSHOPT_USERDATA, s) != CURLSHE_OK ||
+	    curl_share_setopt(s->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+	    curl_share_setopt(s->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK) {
+		s->refs = 1;
+		share_release(s);
+		return NULL;
+	}
+	return s;
+}
+
+int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_error *err)
+{
+	if (k8s_client_new(out, &like->cfg, err) < 0)
+		return -1;
+	struct k8s_client *c = *out;
+	c->lim = like->lim;
+	c->deadline_ms = like->deadline_ms;
+	/* The share starts with the second client: a lone client needs none. */
+	if (!like->share) {
+		struct k8s_share *s = share_new();
+		if (!s || share_attach(like, s) < 0) {
+			if (s) {
+				s->refs = 1;
+				share_release(s);
+			}
+			return 0; /* no share: each connection its own handshake */
+		}
+	}
+	share_attach(c, like->share);
+	return 0;
+}
+
 void k8s_client_free(struct k8s_client *c)
 {
 	if (!c)
 		return;
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
+	share_release(c->share);
 	k8s_config_free(&c->cfg);
 	k8s_exec_cred_free(&c->cred);
 	free(c->base_url);
@@ -153,6 +246,7 @@ void k8s_client_free(struct k8s_client *c)
 	free(c->host_header);
 	free(c->token);
 	free(c->reporting_instance);
+	pthread_mutex_destroy(&c->own_lim.mu);
 	free(c);
 	curl_global_cleanup();
 }
@@ -279,6 +373,18 @@ int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 	return 0;
 }
 
+long k8s_backoff_jitter_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd)
+{
+	long d = base_ms;
+	for (unsigned i = 0; i < attempt && d < cap_ms; i++)
+		d *= 2;
+	if (d > cap_ms)
+		d = cap_ms;
+	if (d <= 0)
+		return 0;
+	return d + (long)(rnd % ((uint32_t)d + 1));
+}
+
 bool k8s_curl_retryable(CURLcode cc)
 {
 	switch (cc) {
@@ -343,6 +449,12 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		return np_error_set(err, NP_EK8S, 0, "deadline exceeded before %s %s", x->method,
 				    x->path);
 	}
+	char what[160];
+	snprintf(what, sizeof(what), "waiting for the client's rate limit (%.0f requests/s) before %s",
+		 c->lim->b.qps, x->method);
+	if (k8s_limit_wait(c, c->lim, what, err) < 0)
+		return -1;
+	remaining = k8s_remaining_ms(c);
 	if (k8s_token_refresh(c, false, err) < 0)
 		return -1;
 
@@ -519,6 +631,21 @@ void k8s_xfer_explain(struct k8s_xfer *x)
 	}
 }
 
+/* A create retried after an attempt whose answer was lost (a 5xx, a
+ * timeout, a dropped connection) finds the object that attempt made: the
+ * real API server can commit a write and still answer 504. */
+static bool created_before(const char *method, unsigned attempt, long http, const char *body,
+			   size_t len)
+{
+	if (attempt == 0 || http != 409 || strcmp(method, "POST") != 0)
+		return false;
+	json_t *st = json_loadb(body ? body : "", len, 0, NULL);
+	const char *reason = json_string_value(json_object_get(st, "reason"));
+	bool exists = reason && !strcmp(reason, "AlreadyExists");
+	json_decref(st);
+	return exists;
+}
+
 static bool http_retryable(long http, const char *body, size_t len)
 {
 	if (http == 429 || (http >= 500 && http != 501))
@@ -586,6 +713,9 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 				}
 			}
 			rc = 0;
+			goto done;
+		} else if (!out && created_before(method, attempt, x.http, x.resp.data, x.resp.len)) {
+			rc = 0; /* the first attempt committed it */
 			goto done;
 		} else if (x.http == 401 && !reauthed && (c->cfg.token_file || c->cfg.exec)) {
 			/* Bound tokens rotate: re-read the file (or re-run the exec

@@ -61,11 +61,18 @@ struct k8s_stats {
 	uint64_t bytes_sent;     /* request headers + bodies */
 	uint64_t bytes_received; /* response headers + bodies */
 	uint64_t connects;       /* new connections (keep-alive reuses one) */
+	uint64_t watches;        /* watch connections opened */
+	uint64_t throttled_ms;   /* time waited for the rate limiter */
 };
 
 /* The client keeps its own copy of cfg. */
 int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err);
 void k8s_client_free(struct k8s_client *c);
+/* A second client of like's configuration: the same request limiter, and
+ * TLS sessions and DNS answers shared with like (a process's connections
+ * then cost one full TLS handshake, not one each).  Free it before the
+ * limiter like uses. */
+int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_error *err);
 
 /* Monotonic clock in milliseconds, the time base of deadlines. */
 int64_t k8s_mono_ms(void);
@@ -82,6 +89,19 @@ void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(voi
  * client does ends within about a second with "stopped by SIGTERM while
  * ..." (util/cancel.h).  NULL: never. */
 void k8s_client_set_cancel(struct k8s_client *c, const volatile sig_atomic_t *cancel);
+
+/* Rate limits.  Every client waits for a token before each request
+ * (retries and watches included): by default its own bucket of
+ * 5 requests/s sustained, burst 10, as client-go's.  A limiter shared by
+ * several clients bounds them together (a process's connections); set it
+ * before the first request and free it after its clients. */
+struct k8s_limiter;
+int k8s_limiter_new(struct k8s_limiter **out, double qps, int burst, np_error *err);
+void k8s_limiter_free(struct k8s_limiter *l);
+/* Raise the burst (and the tokens there now) by extra. */
+void k8s_limiter_add_burst(struct k8s_limiter *l, int extra);
+/* NULL: the client's own default bucket again. */
+void k8s_client_set_limiter(struct k8s_client *c, struct k8s_limiter *l);
 
 void k8s_client_stats(const struct k8s_client *c, struct k8s_stats *st);
 /* The HTTP status of the last response to a request (not a watch), 0 when

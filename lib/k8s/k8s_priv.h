@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -37,6 +38,9 @@ struct k8s_curl_api {
 	__typeof__(&curl_url_cleanup) url_cleanup;
 	__typeof__(&curl_url_get) url_get;
 	__typeof__(&curl_url_set) url_set;
+	__typeof__(&curl_share_init) share_init;
+	__typeof__(&curl_share_cleanup) share_cleanup;
+	CURLSHcode (*share_setopt)(CURLSH *, CURLSHoption, ...);
 };
 extern struct k8s_curl_api k8s_curl;
 /* Load libcurl once; every entry point that uses curl calls this first. */
@@ -62,15 +66,49 @@ int k8s_curl_load(np_error *err);
 #define curl_url_cleanup(...) k8s_curl.url_cleanup(__VA_ARGS__)
 #define curl_url_get(...) k8s_curl.url_get(__VA_ARGS__)
 #define curl_url_set(...) k8s_curl.url_set(__VA_ARGS__)
+#undef curl_share_setopt
+#define curl_share_init(...) k8s_curl.share_init(__VA_ARGS__)
+#define curl_share_cleanup(...) k8s_curl.share_cleanup(__VA_ARGS__)
+#define curl_share_setopt(...) k8s_curl.share_setopt(__VA_ARGS__)
 #endif
 
 #define K8S_BACKOFF_BASE_MS 100
 #define K8S_BACKOFF_CAP_MS 2000
+/* A watch that failed reopens after 800 ms, doubling, each wait jittered
+ * up to twice as long: client-go's reflector (tools/cache/reflector.go,
+ * NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0)).  The cap is
+ * 10 s, not 30 s: nicpick's whole run has a 300 s timeout by default. */
+#define K8S_WATCH_BACKOFF_BASE_MS 800
+#define K8S_WATCH_BACKOFF_CAP_MS 10000
+/* Requests: client-go's defaults (rest/config.go DefaultQPS, DefaultBurst). */
+#define K8S_DEFAULT_QPS 5.0
+#define K8S_DEFAULT_BURST 10
+/* New watch connections, whatever ended the last one: at most one every
+ * 5 s, after a burst of 3 (a gatherer opens one per phase of a round). */
+#define K8S_WATCH_OPEN_QPS 0.2
+#define K8S_WATCH_OPEN_BURST 3
 #define K8S_REQUEST_CAP_MS 30000 /* one non-watch request */
 #define K8S_CONNECT_CAP_MS 10000
 #define K8S_WATCH_CAP_S 300      /* timeoutSeconds of one watch request */
 #define K8S_MAX_ATTEMPTS_NO_DEADLINE 8
 #define K8S_MAX_BODY (64u << 20) /* a response larger than this is refused */
+
+/* limit.c: a token bucket (pure, for tests) and a lockable one. */
+struct k8s_bucket {
+	double qps; /* <= 0: unlimited */
+	double tokens;
+	int burst;
+	int64_t last_ms;
+};
+void k8s_bucket_init(struct k8s_bucket *b, double qps, int burst);
+/* Take one token at now_ms; the ms to wait before using it (0: now). */
+long k8s_bucket_take(struct k8s_bucket *b, int64_t now_ms);
+struct k8s_limiter {
+	pthread_mutex_t mu;
+	struct k8s_bucket b;
+};
+/* d = min(cap, base * 2^attempt), then uniform in [d, 2d]. */
+long k8s_backoff_jitter_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd);
 
 /* A growable byte buffer, always NUL-terminated when data != NULL. */
 struct k8s_buf {
@@ -80,8 +118,19 @@ struct k8s_buf {
 int k8s_buf_append(struct k8s_buf *b, const char *p, size_t n);
 void k8s_buf_free(struct k8s_buf *b);
 
+/* What a process's clients share (k8s_client_new_like): TLS sessions, so
+ * that a second connection resumes the first one's session instead of a
+ * full handshake and certificate verification, and the DNS cache. */
+struct k8s_share {
+	CURLSH *sh;
+	pthread_mutex_t mu[CURL_LOCK_DATA_LAST];
+	pthread_mutex_t refmu;
+	int refs;
+};
+
 struct k8s_client {
 	CURL *curl;
+	struct k8s_share *share; /* NULL: none */
 	struct k8s_config cfg;
 	int64_t deadline_ms; /* 0: none */
 	uint32_t rng;
@@ -109,7 +158,15 @@ struct k8s_client {
 	/* The Accept header's value while set (a metadata-only watch sets it
 	 * for its own requests); NULL: application/json. */
 	const char *accept;
+	/* rate limits: requests (lim: own_lim or one shared by the process's
+	 * clients) and this client's new watches */
+	struct k8s_limiter own_lim;
+	struct k8s_limiter *lim;
+	struct k8s_bucket watch_opens;
 };
+
+/* Wait for a token of l (bounded by c's deadline). */
+int k8s_limit_wait(struct k8s_client *c, struct k8s_limiter *l, const char *what, np_error *err);
 
 /* One HTTP attempt.  With write_fn NULL the body is collected into resp. */
 struct k8s_xfer {

@@ -117,7 +117,18 @@ int k8s_status_error(np_error *err, const char *method, const char *path, long h
 		reason = "";
 
 	struct k8s_rbac r;
-	if (http == 403 && k8s_rbac_from_request(method, path, &r) == 0) {
+	/* The real API server maps a request without credentials to
+	 * system:anonymous and answers 403, not 401
+	 * (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/authentication/
+	 * request/anonymous): no Role rule will help that. */
+	if (http == 403 && strstr(message, "system:anonymous")) {
+		np_error_set(err, NP_EK8S, 0,
+			     "forbidden: the request reached the API server without credentials it "
+			     "accepted (it ran as system:anonymous): %s",
+			     token_file ? "check the token file" : "no token was sent (give --token-file)");
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n, " (%s)", message);
+	} else if (http == 403 && k8s_rbac_from_request(method, path, &r) == 0) {
 		char group[96] = "";
 		char where[160] = "";
 		if (r.group[0])

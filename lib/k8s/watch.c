@@ -388,6 +388,17 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 			}
 			need_list = false;
 		}
+		/* However the last connection ended, new ones are rationed. */
+		long due = k8s_bucket_take(&c->watch_opens, k8s_mono_ms());
+		if (due > 0) {
+			c->stats.throttled_ms += (uint64_t)due;
+			char what[NP_ERR_MSG_MAX];
+			snprintf(what, sizeof(what), "waiting %ld ms to open the next watch of pods in %s "
+				 "(at most one every %.0f s)%s%s", due, ns, 1.0 / K8S_WATCH_OPEN_QPS,
+				 w.last[0] ? "; last error: " : "", w.last);
+			if (k8s_wait(c, due, what, err) < 0)
+				break;
+		}
 		int64_t remaining = k8s_remaining_ms(c);
 		if (remaining <= 0) {
 			np_error_set(err, NP_EK8S, 0, "deadline exceeded while watching pods in %s",
@@ -413,6 +424,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		x.cap_ms = tsec * 1000 + 5000;
 
 		int64_t start = k8s_mono_ms();
+		c->stats.watches++;
 		c->accept = meta ? K8S_ACCEPT_META : accept;
 		int pr = k8s_perform(c, &x, err);
 		c->accept = accept;
@@ -435,8 +447,8 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		if (next == 1)
 			continue;
 		if (delay < 0)
-			delay = k8s_backoff_ms(failures, K8S_BACKOFF_BASE_MS, K8S_BACKOFF_CAP_MS,
-					       k8s_rand(c));
+			delay = k8s_backoff_jitter_ms(failures, K8S_WATCH_BACKOFF_BASE_MS,
+						      K8S_WATCH_BACKOFF_CAP_MS, k8s_rand(c));
 		failures++;
 		c->stats.retries++;
 		char what[NP_ERR_MSG_MAX];

@@ -270,6 +270,40 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 
 /* Random byte mutations of valid messages: every reader refuses or takes
  * them, never crashes, and what it takes it writes back readably. */
+/* The gatherer's claim: what the writer writes the reader takes, control
+ * characters in the reason included; anything else is refused. */
+static void test_claim_round_trips_and_refuses_the_rest(void **state)
+{
+	struct exchange_claim c = { 0 }, back;
+	snprintf(c.leader, sizeof(c.leader), "0b9e-11");
+	snprintf(c.pod, sizeof(c.pod), "pt-worker-0");
+	snprintf(c.why, sizeof(c.why), "it is worker 0\n(its containers carry no MASTER_ADDR)");
+	char *s = NULL;
+	np_error err = { 0 };
+	assert_int_equal(exchange_claim_to_json(&c, &s, &err), 0);
+	assert_int_equal(exchange_claim_parse(s, strlen(s), &back, &err), 0);
+	assert_string_equal(back.leader, c.leader);
+	assert_string_equal(back.pod, c.pod);
+	assert_null(strchr(back.why, '\n'));
+	assert_non_null(strstr(back.why, "no MASTER_ADDR"));
+	free(s);
+	static const struct {
+		const char *json, *why;
+	} bad[] = {
+		{ "{\"v\":1,\"leader\":\"u\",\"pod\":\"p\"}", "why" },
+		{ "{\"v\":1,\"leader\":\"u\",\"pod\":\"a b\",\"why\":\"\"}", "pod" },
+		{ "{\"v\":1,\"leader\":\"u\",\"pod\":\"p\",\"why\":\"\",\"epoch\":1}", "epoch" },
+		{ "{\"v\":2,\"leader\":\"u\",\"pod\":\"p\",\"why\":\"\"}", "version 2" },
+		{ "[1]", "gatherer claim" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		np_error e = { 0 };
+		assert_int_equal(exchange_claim_parse(bad[i].json, strlen(bad[i].json), &back, &e), -1);
+		if (!strstr(e.msg, bad[i].why))
+			fail_msg("claim case %zu: '%s' does not say '%s'", i, e.msg, bad[i].why);
+	}
+}
+
 static void test_readers_survive_mutations(void **state)
 {
 	struct exchange_assignment a = assignment(EXCHANGE_MEASURE, 2);
@@ -972,6 +1006,7 @@ int main(void)
 		cmocka_unit_test(test_probe_round_and_progress_round_trip),
 		cmocka_unit_test(test_readers_refuse_what_no_nicpick_writes),
 		cmocka_unit_test(test_readers_survive_mutations),
+		cmocka_unit_test(test_claim_round_trips_and_refuses_the_rest),
 		cmocka_unit_test(test_progress_text_names_missing_pods_and_pods_not_created),
 		cmocka_unit_test(test_follower_steps_from_a_table),
 		cmocka_unit_test(test_follower_says_what_it_waits_for),

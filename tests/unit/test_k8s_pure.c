@@ -193,6 +193,62 @@ static void test_backoff_full_jitter_bounds(void **state)
 	assert_int_equal(k8s_backoff_ms(1, 100, 2000, 201), 0);
 }
 
+/* client-go's defaults: 10 at once, then one every 200 ms. */
+static void test_bucket_burst_then_rate(void **state)
+{
+	struct k8s_bucket b;
+	k8s_bucket_init(&b, 5.0, 10);
+	int64_t t = 1000;
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(k8s_bucket_take(&b, t), 0);
+	/* the 11th waits for its token; the 12th behind it */
+	assert_int_equal(k8s_bucket_take(&b, t), 200);
+	assert_int_equal(k8s_bucket_take(&b, t), 400);
+	/* a caller that waited as told gets no further wait */
+	t += 400;
+	assert_int_equal(k8s_bucket_take(&b, t), 200);
+	/* idle time refills, never above the burst */
+	t += 100000;
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(k8s_bucket_take(&b, t), 0);
+	assert_true(k8s_bucket_take(&b, t) > 0);
+}
+
+/* Over any long stretch, at most qps * seconds + burst tokens go out. */
+static void test_bucket_sustained_rate(void **state)
+{
+	struct k8s_bucket b;
+	k8s_bucket_init(&b, 5.0, 10);
+	int64_t t = 1, granted = 0;
+	for (int64_t step = 0; step < 60000; step += 7) {
+		if (k8s_bucket_take(&b, t + step) == 0)
+			granted++;
+		else
+			b.tokens += 1.0; /* the caller gave up: not reserved */
+	}
+	assert_true(granted <= 5 * 60 + 10);
+	assert_true(granted >= 5 * 60);
+	/* 0.2/s, burst 3: the watch openings */
+	k8s_bucket_init(&b, 0.2, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(k8s_bucket_take(&b, 5), 0);
+	assert_int_equal(k8s_bucket_take(&b, 5), 5000);
+}
+
+/* client-go's reflector: 800 ms doubling to the cap, jitter up to 2x. */
+static void test_watch_backoff_grows_with_jitter(void **state)
+{
+	assert_int_equal(k8s_backoff_jitter_ms(0, 800, 10000, 0), 800);
+	assert_int_equal(k8s_backoff_jitter_ms(0, 800, 10000, 800), 1600);
+	assert_int_equal(k8s_backoff_jitter_ms(1, 800, 10000, 0), 1600);
+	assert_int_equal(k8s_backoff_jitter_ms(3, 800, 10000, 0), 6400);
+	for (unsigned a = 4; a < 40; a++) {
+		long d = k8s_backoff_jitter_ms(a, 800, 10000, UINT32_MAX);
+		assert_true(d >= 10000 && d <= 20000);
+		assert_int_equal(k8s_backoff_jitter_ms(a, 800, 10000, 0), 10000);
+	}
+}
+
 static void test_rbac_from_request(void **state)
 {
 	struct k8s_rbac r;
@@ -246,6 +302,26 @@ static void test_status_403_names_missing_rule(void **state)
 			 strlen(jb), NULL);
 	assert_string_equal(err.msg, "forbidden: the Role needs \"get\" on \"jobs\" in API "
 				     "group \"batch\" in namespace \"ns\" (nope)");
+}
+
+/* kube-apiserver runs a request without credentials as system:anonymous
+ * and answers 403 (the text is its Forbidden Status): no Role rule helps. */
+static void test_status_403_of_an_anonymous_request(void **state)
+{
+	const char *body = "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+			   "\"message\":\"pods \\\"p\\\" is forbidden: User \\\"system:anonymous\\\" "
+			   "cannot get resource \\\"pods\\\" in API group \\\"\\\" in the namespace "
+			   "\\\"ns\\\"\",\"reason\":\"Forbidden\",\"code\":403}";
+	np_error err = { 0 };
+	assert_int_equal(k8s_status_error(&err, "GET", "/api/v1/namespaces/ns/pods/p", 403, body,
+					  strlen(body), NULL),
+			 -1);
+	assert_int_equal(err.status, NP_EK8S);
+	assert_non_null(strstr(err.msg, "without credentials it accepted (it ran as system:anonymous)"));
+	assert_non_null(strstr(err.msg, "no token was sent"));
+	assert_null(strstr(err.msg, "the Role needs"));
+	k8s_status_error(&err, "GET", "/api/v1/namespaces/ns/pods/p", 403, body, strlen(body), "/t");
+	assert_non_null(strstr(err.msg, "check the token file"));
 }
 
 static void test_status_other_errors(void **state)
@@ -544,8 +620,12 @@ int main(void)
 		cmocka_unit_test(test_paths_escape_selectors),
 		cmocka_unit_test(test_retry_after_header_then_status),
 		cmocka_unit_test(test_backoff_full_jitter_bounds),
+		cmocka_unit_test(test_bucket_burst_then_rate),
+		cmocka_unit_test(test_bucket_sustained_rate),
+		cmocka_unit_test(test_watch_backoff_grows_with_jitter),
 		cmocka_unit_test(test_rbac_from_request),
 		cmocka_unit_test(test_status_403_names_missing_rule),
+		cmocka_unit_test(test_status_403_of_an_anonymous_request),
 		cmocka_unit_test(test_status_other_errors),
 		cmocka_unit_test(test_linebuf_any_chunk_boundaries),
 		cmocka_unit_test(test_linebuf_stop_and_overflow),

@@ -21,7 +21,10 @@ def ensure_certs(state_dir, sans):
         r = subprocess.run(["openssl", *args], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"openssl {' '.join(args)} failed: {r.stderr}")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    # ECDSA P-256 by default; KUBEAPI_CERT_KEY=rsa: RSA-2048, as kubeadm makes
+    # (bench/agree measures a pod's TLS cost against both).
+    ec = ["-newkey", "rsa:2048", "-nodes"] if os.environ.get("KUBEAPI_CERT_KEY") == "rsa" \
+        else ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     if not (os.path.exists(p("ca.crt")) and os.path.exists(p("ca.key"))):
         run("req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "3650",
             "-subj", "/CN=nicpick-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",

@@ -1,0 +1,105 @@
+"""Bounded API load in every waiting state: the test API server's
+per-token counters (one token per pod) over a window while nicpick waits.
+The goals (issue 15): at most 5 requests/s and one new watch per 5 s for
+each pod, gatherers included.  The client's token bucket allows a burst of
+10 requests and 3 watches on top (lib/k8s/limit.c), so over W seconds a
+pod may send 5 W + 10 requests and open W / 5 + 3 watches; what nicpick
+really sends is printed (pytest -s) and is far less."""
+import time
+
+import pytest
+
+import cluster as C
+
+WINDOW = 20.0
+SETTLE = 4.0  # start-up: the report, the first list and watch
+
+
+@pytest.fixture
+def cluster2(netns, nicpick_bin, tmp_path):
+    c = C.Cluster(netns, tmp_path, nicpick_bin, n_nodes=2)
+    try:
+        yield c.build().start_api()
+    finally:
+        c.close()
+
+
+def token(p):
+    return p.token
+
+
+def measure(c, pods, during=None):
+    """Per-pod requests and new watches over WINDOW seconds."""
+    c.server.reset_counters()
+    if during:
+        during()
+    time.sleep(WINDOW)
+    cnt = c.server.counters()["by_token"]
+    out = {}
+    for p in pods:
+        t = cnt.get(token(p)) or {"requests": 0, "verbs": {}}
+        out[p.name] = (t["requests"], t["verbs"].get("watch", 0))
+    return out
+
+
+def assert_bounded(c, rates, state):
+    for name, (req, watches) in rates.items():
+        print(f"{state}: {name}: {req} requests ({req / WINDOW:.2f}/s), {watches} new watches "
+              f"in {WINDOW:.0f} s")
+        assert req <= 5 * WINDOW + 10, (state, name, req, c.logs())
+        assert watches <= WINDOW / 5 + 3, (state, name, watches, c.logs())
+
+
+def start(c, pods, expect):
+    for p in pods:
+        p.start("--expect", str(expect), "--log-interval", "5", "--timeout", "120")
+    time.sleep(SETTLE)
+    for p in pods:
+        assert p.proc.poll() is None, p.describe()
+
+
+def test_a_missing_pod(cluster2):
+    """Three pods expected, two exist: the gatherer and a follower wait."""
+    c = cluster2
+    pods = c.seed_pods(2)
+    start(c, pods, 3)
+    assert_bounded(c, measure(c, pods), "missing pod")
+
+
+def test_a_missing_gatherer(cluster2):
+    """The gatherer's pod exists but its nicpick never starts."""
+    c = cluster2
+    pods = c.seed_pods(2)
+    start(c, pods[1:], 2)
+    assert_bounded(c, measure(c, pods[1:]), "missing gatherer")
+
+
+def test_the_api_server_down_for_20_s(cluster2):
+    """Every watch is cut after 2 s; then, for the whole window, every
+    request of the pods' tokens has its connection reset (a server that
+    refuses connections cannot count them)."""
+    c = cluster2
+    pods = c.seed_pods(2)
+    c.server.set_faults([{"kind": "drop_watch", "count": -1, "after_seconds": 2}])
+    start(c, pods, 3)
+    rates = measure(c, pods, during=lambda: c.server.add_fault(
+        kind="reset", count=-1, token=[p.token for p in pods]))
+    c.server.clear_faults()
+    assert_bounded(c, rates, "API server down")
+    for name, (req, watches) in rates.items():
+        assert req >= 2, (name, req)  # the pods did try
+
+
+def test_repeated_410s(cluster2):
+    """Every watch expires at once (410 Gone): each is a re-list and a new
+    watch, and the new watches are rationed."""
+    c = cluster2
+    pods = c.seed_pods(2)
+    c.server.set_faults([{"kind": "expire_watch", "count": -1}])
+    c.server.reset_counters()
+    start(c, pods, 3)
+    rates = measure(c, pods)
+    c.server.clear_faults()
+    assert_bounded(c, rates, "repeated 410")
+    for name, (req, watches) in rates.items():
+        assert watches >= 2, (name, watches)  # the fault did reach the watches
