@@ -117,6 +117,10 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 			ex_rival_see(x, it);
 	} else if (type == K8S_WATCH_RELIST_BEGIN) {
 		gather_members_relist(g);
+		/* This pod first, as last read: the rival check of each page's
+		 * pods compares their job index with this pod's. */
+		if (x->pod)
+			gather_member_update(g, x->uid, x->pod);
 		g->relisting = true;
 		return 0;
 	} else if (type == K8S_WATCH_DELETED) {
