@@ -11,6 +11,7 @@
 #include "exchange/exchange_priv.h"
 #include "jobs/jobs.h"
 #include "probe/probe.h"
+#include "util/cancel.h"
 #include "util/testhook.h"
 #include "util/jsonread.h"
 
@@ -260,8 +261,9 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	if (!name)
 		return np_error_set(err, NP_EUSAGE, 0, "this pod's name is unknown");
 	/* The exchange's connection where there is one (one TLS handshake a
-	 * process), else a client of its own. */
-	struct k8s_client *k = res->client, *own = NULL;
+	 * process), else a client of its own; also after a stop, since the
+	 * exchange's client gives up its requests once the run is stopped. */
+	struct k8s_client *k = np_cancelled(o->cancel) ? NULL : res->client, *own = NULL;
 	if (!k) {
 		if (k8s_client_new(&own, o->k8s, err) < 0)
 			return -1;
