@@ -76,6 +76,10 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # tests/live: C tests of lib/k8s that need the test API server (tools/kubeapi).
 LIVE_SRC := $(sort $(wildcard tests/live/test_*.c))
 LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
+# Every compiled benchmark (bench/NAME.c -> build/bench-NAME): `make unit`
+# builds them too, so a benchmark that no longer builds fails CI.
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%)
 
 .PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
 
@@ -182,7 +186,7 @@ $(FAKEGPU): tests/doubles/fakegpu.c lib/gpu/gpu_api.h
 # The tests/live binaries need the test API server: `make unit` builds them
 # (so that one pytest file can be run after it) and `make integration` runs
 # them through pytest (tests/integration/test_k8s_client.py), case by case.
-unit: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
+unit: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU) $(BENCH_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 integration: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
@@ -230,10 +234,10 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-$(BUILD)/bench-gather: bench/gather.c $(BUILD)/libnicpick.a
+$(BENCH_BIN): $(BUILD)/bench-%: bench/%.c $(BUILD)/libnicpick.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-bench: deps all $(BUILD)/bench-gather
+bench: deps all $(BENCH_BIN)
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:

@@ -133,6 +133,20 @@ struct agree_report {
 	struct agree_cand c[AGREE_CAND_MAX];
 };
 
+/* A report as the decision reads it: borrowed pointers to what one pod
+ * reported, and no more.  The gatherer keeps a job's reports this way,
+ * each sized by its own candidates (a whole agree_report is sized for
+ * AGREE_CAND_MAX); agree_report_view() views a whole one. */
+struct agree_view {
+	const char *pod;
+	const char *node;
+	const struct agree_gpu *gpu; /* NULL or !has: no gpu block */
+	size_t n;
+	const struct agree_cand *c;
+};
+
+struct agree_view agree_report_view(const struct agree_report *r);
+
 /* Fill a report from this node's interfaces: every usable interface in
  * ranking order, one entry per global address (the one the policy chose
  * first).  Gateways are not known here; a caller that knows them sets
@@ -170,6 +184,7 @@ struct agree_versions {
  * initEnvFunc reads getenv("NCCL_CONF_FILE") first). */
 #define AGREE_NCCL_CONF_FILE_FLOOR 22304
 void agree_versions_compare(const struct agree_report *reports, size_t n, struct agree_versions *out);
+void agree_versions_compare_views(const struct agree_view *reports, size_t n, struct agree_versions *out);
 
 /* A network of the decision, and its text. */
 struct agree_network {
@@ -251,6 +266,9 @@ struct agree_decision {
  * opt may be NULL. */
 int agree_decide(const struct agree_report *reports, size_t n, const struct agree_options *opt,
 		 struct agree_decision *out, np_error *err);
+/* The same over views (the gatherer's compact reports). */
+int agree_decide_views(const struct agree_view *reports, size_t n, const struct agree_options *opt,
+		       struct agree_decision *out, np_error *err);
 void agree_decision_free(struct agree_decision *d);
 
 

@@ -53,7 +53,7 @@ struct netinfo {
 };
 
 struct ctx {
-	const struct agree_report **r; /* by pod name */
+	const struct agree_view **r; /* by pod name */
 	size_t n;
 	const struct agree_options *opt;
 	struct entry *e;
@@ -67,8 +67,8 @@ struct ctx {
 
 static int cmp_report(const void *a, const void *b)
 {
-	return strcmp((*(const struct agree_report *const *)a)->pod,
-		      (*(const struct agree_report *const *)b)->pod);
+	return strcmp((*(const struct agree_view *const *)a)->pod,
+		      (*(const struct agree_view *const *)b)->pod);
 }
 
 static int cmp_netkey(const struct entry *a, const struct entry *b)
@@ -179,7 +179,7 @@ static int build_entries(struct ctx *c, np_error *err)
 	if (!c->e || !c->pos || !c->pod_first)
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "deciding");
 	for (size_t p = 0; p < c->n; p++) {
-		const struct agree_report *r = c->r[p];
+		const struct agree_view *r = c->r[p];
 		c->pod_first[p] = c->ne;
 		for (size_t i = 0; i < r->n && i < AGREE_CAND_MAX; i++) {
 			const struct agree_cand *k = &r->c[i];
@@ -574,7 +574,7 @@ static void pod_why(const struct ctx *c, size_t p, char *buf, size_t len)
 		buf[l - 2] = '\0';
 }
 
-static void pod_cands(const struct agree_report *r, char *buf, size_t len)
+static void pod_cands(const struct agree_view *r, char *buf, size_t len)
 {
 	buf[0] = '\0';
 	for (size_t i = 0; i < r->n && i < AGREE_CAND_MAX; i++) {
@@ -615,8 +615,29 @@ static int no_common(const struct ctx *c, struct agree_decision *d, np_error *er
 	return np_error_set(err, NP_ENOCOMMON, 0, "%s", d->error);
 }
 
+struct agree_view agree_report_view(const struct agree_report *r)
+{
+	return (struct agree_view){ .pod = r->pod, .node = r->node, .gpu = &r->gpu,
+				    .n = r->n < AGREE_CAND_MAX ? r->n : AGREE_CAND_MAX, .c = r->c };
+}
+
 int agree_decide(const struct agree_report *reports, size_t n, const struct agree_options *opt,
 		 struct agree_decision *out, np_error *err)
+{
+	struct agree_view *v = calloc(n ? n : 1, sizeof(*v));
+	if (!v) {
+		memset(out, 0, sizeof(*out));
+		return np_error_set(err, NP_EINTERNAL, ENOMEM, "deciding");
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = agree_report_view(&reports[i]);
+	int r = agree_decide_views(v, n, opt, out, err);
+	free(v);
+	return r;
+}
+
+int agree_decide_views(const struct agree_view *reports, size_t n, const struct agree_options *opt,
+		       struct agree_decision *out, np_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	struct ctx c = { .n = n, .opt = opt ? opt : &default_opt };

@@ -48,7 +48,7 @@ static void add(char *buf, size_t len, const char *fmt, ...)
 
 struct entry {
 	char val[AGREE_GPU_MODEL_MAX];
-	const struct agree_report *r;
+	const struct agree_view *r;
 };
 
 static int by_value_then_pod(const void *a, const void *b)
@@ -59,7 +59,7 @@ static int by_value_then_pod(const void *a, const void *b)
 }
 
 static void add_pod(char *buf, size_t len, size_t *named, size_t *more, const char *val,
-		    const struct agree_report *r)
+		    const struct agree_view *r)
 {
 	if (*named == NAMED_MAX) {
 		(*more)++;
@@ -74,16 +74,16 @@ static void add_pod(char *buf, size_t len, size_t *named, size_t *more, const ch
  * The majority is the most common value (ties: the one sorting first); the
  * others are named by value, then pod name, so the same reports in any
  * order give the same text. */
-static void compare_item(const struct agree_report *r, size_t n, enum item it, char *out, size_t len)
+static void compare_item(const struct agree_view *r, size_t n, enum item it, char *out, size_t len)
 {
 	struct entry *e = calloc(n ? n : 1, sizeof(*e));
 	if (!e)
 		return;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (!r[i].gpu.has)
+		if (!r[i].gpu || !r[i].gpu->has)
 			continue;
-		value(&r[i].gpu, it, e[k].val, sizeof(e[k].val));
+		value(r[i].gpu, it, e[k].val, sizeof(e[k].val));
 		e[k].r = &r[i];
 		k += e[k].val[0] != '\0';
 	}
@@ -117,6 +117,18 @@ static void compare_item(const struct agree_report *r, size_t n, enum item it, c
 
 void agree_versions_compare(const struct agree_report *r, size_t n, struct agree_versions *out)
 {
+	struct agree_view *v = calloc(n ? n : 1, sizeof(*v));
+	memset(out, 0, sizeof(*out));
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		v[i] = agree_report_view(&r[i]);
+	agree_versions_compare_views(v, n, out);
+	free(v);
+}
+
+void agree_versions_compare_views(const struct agree_view *r, size_t n, struct agree_versions *out)
+{
 	memset(out, 0, sizeof(*out));
 	for (int it = 0; it < IT_COUNT; it++)
 		compare_item(r, n, (enum item)it, out->warning, sizeof(out->warning));
@@ -125,7 +137,7 @@ void agree_versions_compare(const struct agree_report *r, size_t n, struct agree
 		return;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (r[i].gpu.has && r[i].gpu.smoke[0])
+		if (r[i].gpu && r[i].gpu->has && r[i].gpu->smoke[0])
 			e[k++].r = &r[i];
 	qsort(e, k, sizeof(*e), by_value_then_pod);
 	size_t named = 0, more = 0;
@@ -135,7 +147,7 @@ void agree_versions_compare(const struct agree_report *r, size_t n, struct agree
 			continue;
 		}
 		add(out->unavailable, sizeof(out->unavailable), "%s%s: %s", named ? ", " : "", e[i].r->pod,
-		    e[i].r->gpu.smoke);
+		    e[i].r->gpu->smoke);
 		named++;
 	}
 	if (more)
@@ -144,16 +156,16 @@ void agree_versions_compare(const struct agree_report *r, size_t n, struct agree
 	 * back to NCCL's own choice of interface on that pod. */
 	k = 0;
 	for (size_t i = 0; i < n; i++)
-		if (r[i].gpu.has && strcmp(r[i].gpu.delivery, "file") == 0 && r[i].gpu.nccl > 0 &&
-		    r[i].gpu.nccl < AGREE_NCCL_CONF_FILE_FLOOR)
+		if (r[i].gpu && r[i].gpu->has && strcmp(r[i].gpu->delivery, "file") == 0 &&
+		    r[i].gpu->nccl > 0 && r[i].gpu->nccl < AGREE_NCCL_CONF_FILE_FLOOR)
 			e[k++].r = &r[i];
 	qsort(e, k, sizeof(*e), by_value_then_pod);
 	for (size_t i = 0; i < k && i < NAMED_MAX; i++) {
 		char v[32];
-		smoke_nccl_version_text(e[i].r->gpu.nccl, v, sizeof(v));
+		smoke_nccl_version_text(e[i].r->gpu->nccl, v, sizeof(v));
 		add(out->floor, sizeof(out->floor),
 		    "%sNCCL %s on %s ignores NCCL_CONF_FILE (read from 2.23.4): source %s in the command, or use NCCL >= 2.23.4",
-		    i ? "; " : "", v, e[i].r->pod, e[i].r->gpu.nccl_env[0] ? e[i].r->gpu.nccl_env : "nccl.env");
+		    i ? "; " : "", v, e[i].r->pod, e[i].r->gpu->nccl_env[0] ? e[i].r->gpu->nccl_env : "nccl.env");
 	}
 	if (k > NAMED_MAX)
 		add(out->floor, sizeof(out->floor), " (+%zu more pods)", k - NAMED_MAX);

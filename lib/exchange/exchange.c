@@ -11,6 +11,7 @@
 #include "exchange/exchange_priv.h"
 #include "jobs/jobs.h"
 #include "probe/probe.h"
+#include "util/cancel.h"
 #include "util/testhook.h"
 #include "util/jsonread.h"
 #include "util/text.h"
@@ -160,20 +161,24 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		np_error_set(err, NP_ENOIFACE, 0, "this pod has no usable interface to report");
 		goto out;
 	}
-	/* The gatherer starts afresh: what an earlier run of its container
-	 * left on its pod is no longer true.  Its claim goes with its report,
-	 * so that no pod reads the one without the other; a follower drops a
-	 * claim an earlier run of its container may have left. */
+	/* A restarted gatherer resumes from the round it published (ex_gather
+	 * reads it from x->pod): a final round stands, any other is void and
+	 * goes, so that no follower takes an old failure for a new one; its
+	 * progress goes in any case.  Its claim goes with its report, so that
+	 * no pod reads the one without the other; a follower drops a claim an
+	 * earlier run of its container may have left. */
 	struct exchange_claim claim = { 0 };
 	snprintf(claim.leader, sizeof(claim.leader), "%s", x->uid);
 	snprintf(claim.pod, sizeof(claim.pod), "%s", x->name);
 	snprintf(claim.why, sizeof(claim.why), "%s", x->why);
 	if (x->leader && exchange_claim_to_json(&claim, &claim_json, err) < 0)
 		goto out;
-	json_t *ann = x->leader ? json_pack("{s:s, s:n, s:n, s:s}", EXCHANGE_ANN_REPORT, report,
-					    EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS,
-					    EXCHANGE_ANN_GATHERER, claim_json)
-				: json_pack("{s:s, s:n}", EXCHANGE_ANN_REPORT, report, EXCHANGE_ANN_GATHERER);
+	json_t *ann = !x->leader ? json_pack("{s:s, s:n}", EXCHANGE_ANN_REPORT, report, EXCHANGE_ANN_GATHERER)
+		      : ex_round_final(x) ? json_pack("{s:s, s:n, s:s}", EXCHANGE_ANN_REPORT, report,
+						      EXCHANGE_ANN_PROGRESS, EXCHANGE_ANN_GATHERER, claim_json)
+					  : json_pack("{s:s, s:n, s:n, s:s}", EXCHANGE_ANN_REPORT, report,
+						      EXCHANGE_ANN_ROUND, EXCHANGE_ANN_PROGRESS,
+						      EXCHANGE_ANN_GATHERER, claim_json);
 	np_test_point("before-report");
 	if (ex_patch_annotations(x, x->name, ann, err) < 0)
 		goto out;
@@ -277,8 +282,9 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	if (!name)
 		return np_error_set(err, NP_EUSAGE, 0, "this pod's name is unknown");
 	/* The exchange's connection where there is one (one TLS handshake a
-	 * process), else a client of its own. */
-	struct k8s_client *k = res->client, *own = NULL;
+	 * process), else a client of its own; also after a stop, since the
+	 * exchange's client gives up its requests once the run is stopped. */
+	struct k8s_client *k = np_cancelled(o->cancel) ? NULL : res->client, *own = NULL;
 	if (!k) {
 		if (k8s_client_new(&own, o->k8s, err) < 0)
 			return -1;

@@ -52,6 +52,8 @@ struct ex {
 	bool leader;
 	struct agree_report mine;
 	char rv[64];
+	size_t list_page; /* > 0: the watch lists in pages of this many pods */
+	bool watch_meta;  /* the watch asks for the pods' metadata only */
 	bool stop;   /* the watch callback asked to act */
 	bool failed; /* ... or failed, with err */
 	np_error err;
@@ -117,6 +119,11 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err);
 void ex_rival_see(struct ex *x, const json_t *pod);
 
 int ex_gather(struct ex *x, struct exchange_result *res, np_error *err);
+/* The round this incarnation of the gatherer published last, from its pod
+ * as read at the start: false when there is none (or another's). */
+bool ex_published_round(const struct ex *x, struct exchange_round *out);
+/* ... and it was final. */
+bool ex_round_final(const struct ex *x);
 void ex_gather_free(struct ex *x);
 /* Add the traffic of the gatherer's extra connections to *acc. */
 void ex_gather_stats(struct ex *x, struct k8s_stats *acc);

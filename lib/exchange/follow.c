@@ -294,6 +294,9 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	char *sel = pair_selector(x, err);
 	if (!sel)
 		return -1;
+	/* see() reads names, uids, labels and annotations only: a real pod
+	 * object is 5-15 KB, its metadata a fraction of it. */
+	x->watch_meta = true;
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
 	free(sel);
 	if (r < 0) {

@@ -14,29 +14,22 @@ static bool member_done(const struct gather *g, const struct member *m)
 	return g->phase == PH_GATHER ? m->has_report : m->has_probe && m->probe.epoch == g->epoch;
 }
 
+/* From the counts alone: O(1) per watch event. */
 bool gather_ready(struct gather *g, const char *self)
 {
-	size_t n = gather_select_members(g);
-	if (g->phase == PH_GATHER) {
-		if ((int)n != g->expect)
-			return false;
-		for (size_t i = 0; i < g->n; i++)
-			if (g->m[i].selected && !g->m[i].has_report)
-				return false;
+	size_t n = gather_selected(g);
+	if (g->phase == PH_GATHER)
+		return (int)n == g->expect && g->n_reported == n;
+	/* The gatherer's own part is on its pod only once its own patch came
+	 * back through the watch: it does not wait for that. */
+	const struct member *me = gather_member(g, self, false);
+	bool me_missing = me && me->selected && me->assigned_epoch != g->epoch;
+	size_t unassigned = g->n_unassigned - (me_missing ? 1 : 0);
+	if (unassigned > 0) {
+		g->need_assign = true;
 		return true;
 	}
-	for (size_t i = 0; i < g->n; i++) {
-		struct member *m = &g->m[i];
-		if (!m->selected)
-			continue;
-		if (m->assigned_epoch != g->epoch && strcmp(m->name, self) != 0) {
-			g->need_assign = true;
-			return true;
-		}
-		if (!member_done(g, m))
-			return false;
-	}
-	return true;
+	return g->n_probed == n;
 }
 
 /* The missing pods shown are the first ones by index, as a person counts
@@ -67,7 +60,7 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 	p->phase = g->phase == PH_GATHER ? EXCHANGE_GATHERING : EXCHANGE_PROBING;
 	p->round = g->epoch;
 	p->expect = g->expect;
-	p->created = (int)gather_select_members(g);
+	p->created = (int)gather_selected(g);
 	for (size_t i = 0; i < g->n; i++) {
 		struct member *m = &g->m[i];
 		if (!m->selected)
@@ -77,9 +70,9 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 			continue;
 		}
 		add_missing(p, m->name);
-		if (m->report_why[0] && (!refused_by || strverscmp(m->name, refused_by) < 0)) {
-			char r[sizeof(p->refused) + sizeof(m->report_why)];
-			snprintf(r, sizeof(r), "%s: %s", m->name, m->report_why);
+		if (m->why && (!refused_by || strverscmp(m->name, refused_by) < 0)) {
+			char r[sizeof(p->refused) + 256];
+			snprintf(r, sizeof(r), "%s: %.250s", m->name, m->why);
 			np_text_clean(p->refused, sizeof(p->refused), r, NP_TEXT_SPACE);
 			refused_by = m->name;
 		}
@@ -90,7 +83,7 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 
 int gather_check_count(struct gather *g, np_error *err)
 {
-	int n = (int)gather_select_members(g);
+	int n = (int)gather_selected(g);
 	if (n <= g->expect)
 		return 0;
 	return np_error_set(err, NP_EK8S, 0,
@@ -115,30 +108,38 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 	if (type == K8S_WATCH_BOOKMARK)
 		return 0;
 	if (type == K8S_WATCH_RELIST) {
-		for (size_t i = 0; i < g->n; i++)
-			g->m[i].live = false;
+		gather_members_relist(g);
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
 		json_array_foreach(items, i, it)
 			gather_member_update(g, x->uid, it);
 		json_array_foreach(items, i, it) /* with every member known */
 			ex_rival_see(x, it);
+	} else if (type == K8S_WATCH_RELIST_BEGIN) {
+		gather_members_relist(g);
+		/* This pod first, as last read: the rival check of each page's
+		 * pods compares their job index with this pod's. */
+		if (x->pod)
+			gather_member_update(g, x->uid, x->pod);
+		g->relisting = true;
+		return 0;
 	} else if (type == K8S_WATCH_DELETED) {
-		struct member *m = gather_member(g, ex_meta(obj, "name") ? ex_meta(obj, "name") : "", false);
-		const char *uid = ex_meta(obj, "uid");
-		if (m && uid && strcmp(m->uid, uid) == 0)
-			m->live = false;
-	} else {
+		gather_member_gone(g, ex_meta(obj, "name"), ex_meta(obj, "uid"));
+	} else if (type != K8S_WATCH_RELIST_END) {
 		gather_member_update(g, x->uid, obj);
 		ex_rival_see(x, obj);
 	}
+	if (type == K8S_WATCH_RELIST_END)
+		g->relisting = false;
+	if (g->relisting)
+		return 0; /* the rest of the list is still to come */
 	np_error e = { 0 };
 	if (x->has_rival) {
 		fail(x, &x->rival);
 		x->stop = true;
 		return 1;
 	}
-	if (type == K8S_WATCH_RELIST && !g->published[0])
+	if ((type == K8S_WATCH_RELIST || type == K8S_WATCH_RELIST_END) && !g->published[0])
 		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
 	if (gather_check_count(g, &e) < 0) {
 		fail(x, &e);
@@ -195,30 +196,17 @@ static int watch(struct ex *x, np_error *err)
 	return !x->failed && ex_past_deadline(x) ? deadline_error(x, err) : -1;
 }
 
-/* A pinned pod's report, read with the interface its own probe found
- * routed as the one the kernel uses on that network. */
-static void apply_pin(const struct member *m, struct agree_report *r)
-{
-	if (!m->pinned)
-		return;
-	for (size_t i = 0; i < r->n; i++) {
-		struct agree_cand *c = &r->c[i];
-		if (c->prefixlen == m->pin_net.len && np_prefix_contains(&m->pin_net, c->family, c->addr))
-			c->route = strcmp(c->ifname, m->pin_if) == 0 ? AGREE_ROUTE_USED : AGREE_ROUTE_UNUSED;
-	}
-}
-
-static int build_reports(struct gather *g, struct agree_report **out, size_t *n)
+/* The selected members' reports, as the decision reads them (a pinned
+ * member's are stored pinned: gather_member_pin). */
+static int build_reports(struct gather *g, struct agree_view **out, size_t *n)
 {
 	size_t k = 0;
-	struct agree_report *r = malloc(sizeof(*r) * (g->n ? g->n : 1));
+	struct agree_view *r = malloc(sizeof(*r) * (g->n ? g->n : 1));
 	if (!r)
 		return -1;
 	for (size_t i = 0; i < g->n; i++)
-		if (g->m[i].selected) {
-			r[k] = *g->m[i].rep;
-			apply_pin(&g->m[i], &r[k++]);
-		}
+		if (g->m[i].selected && g->m[i].has_report)
+			r[k++] = g->m[i].rep;
 	*out = r;
 	*n = k;
 	return 0;
@@ -231,10 +219,15 @@ static int own_probe(struct ex *x, long bytes, np_error *err)
 	struct member *me = gather_member(g, x->name, false);
 	if (!me)
 		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
-	if (ex_probe_round(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, &me->probe, err) < 0)
-		return -1;
-	me->has_probe = true;
-	return 0;
+	struct exchange_probe *pr = malloc(sizeof(*pr));
+	if (!pr)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	int r = ex_probe_round(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, pr, err);
+	me = gather_member(g, x->name, false);
+	if (r == 0)
+		gather_member_set_probe(g, me, pr);
+	free(pr);
+	return r;
 }
 
 static int wait_probes(struct ex *x, np_error *err)
@@ -247,7 +240,7 @@ static int wait_probes(struct ex *x, np_error *err)
 		if (!x->g->need_assign)
 			return 0;
 		/* A pod restarted: hand the new incarnation its part again. */
-		if (gather_publish_round(x, NULL, err) < 0)
+		if (gather_publish_round(x, NULL, true, err) < 0)
 			return -1;
 	}
 }
@@ -256,17 +249,32 @@ static int wait_probes(struct ex *x, np_error *err)
  * this pod's own probe, then every other pod's result. */
 static int run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err)
 {
-	x->g->state = state;
+	struct gather *g = x->g;
+	g->state = state;
 	/* A token per round: a probe of an earlier round, or by anyone who did
-	 * not read this round's assignment, does not count. */
-	if (x->g->epoch == x->g->resume_epoch && probe_token_ok(x->g->resume_token))
-		snprintf(x->g->token, sizeof(x->g->token), "%s", x->g->resume_token);
-	else if (probe_token_new(x->g->token, err) < 0)
+	 * not read this round's assignment, does not count.  But the first
+	 * round a restarted gatherer hands out, when every pod's part is the
+	 * one it handed out last (numbered after it, or again when its round
+	 * had not been published), keeps that round's token: the pods still
+	 * probing it are not turned away, and a probe of those very parts is
+	 * as good for this round.  Any other round gets a new one. */
+	bool same = false;
+	if (g->resume_token[0]) {
+		same = probe_token_ok(g->resume_token) &&
+		       gather_round_unchanged(x, g->resume_epoch, g->resume_token);
+		if (same)
+			snprintf(g->token, sizeof(g->token), "%s", g->resume_token);
+		ex_log(x, EXCHANGE_INFO, "round %d: %s round %d, handed out before this pod restarted", g->epoch,
+		       same ? "the same parts and probe token as" : "a new probe token: the parts differ from",
+		       g->resume_epoch);
+		g->resume_token[0] = '\0';
+	}
+	if (!same && probe_token_new(g->token, err) < 0)
 		return -1;
 	const struct member *me = gather_member(x->g, x->name, false);
 	if (me) /* listening before any pod has its part to probe this one */
 		ex_probe_listen(x, x->g->token, me->parts, me->n_parts, bytes);
-	return gather_publish_round(x, NULL, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
+	return gather_publish_round(x, NULL, false, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
 		       ? -1
 		       : 0;
@@ -274,13 +282,13 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 
 static int decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err)
 {
-	struct agree_report *reps;
+	struct agree_view *reps;
 	size_t n;
 	if (build_reports(x->g, &reps, &n) < 0) {
 		memset(d, 0, sizeof(*d));
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	}
-	int r = agree_decide(reps, n, opt, d, err);
+	int r = agree_decide_views(reps, n, opt, d, err);
 	free(reps);
 	return r;
 }
@@ -291,12 +299,12 @@ static int decide(struct ex *x, struct agree_options *opt, struct agree_decision
 static int compare_versions(struct ex *x, np_error *err)
 {
 	struct gather *g = x->g;
-	struct agree_report *reps;
+	struct agree_view *reps;
 	size_t n;
 	if (build_reports(g, &reps, &n) < 0)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	struct agree_versions v;
-	agree_versions_compare(reps, n, &v);
+	agree_versions_compare_views(reps, n, &v);
 	free(reps);
 	g->versions = v;
 	if (v.warning[0] && x->o->require_same_versions)
@@ -326,9 +334,11 @@ static void failures(const struct gather *g, size_t t, char *why, size_t len)
 	why[0] = '\0';
 	for (size_t i = 0; i < g->n; i++) {
 		const struct member *m = &g->m[i];
-		if (!m->selected || (t < m->probe.n && m->probe.t[t].ok))
+		if (!m->selected || (t < m->probe.n && m->probe.ok[t]))
 			continue;
-		const char *d = t < m->probe.n && m->probe.t[t].detail[0] ? m->probe.t[t].detail : "probe failed";
+		const char *d = gather_probe_detail(m, t);
+		if (!d[0])
+			d = "probe failed";
 		if (off < len)
 			off += (size_t)snprintf(why + off, len - off, "%s%s: %s", off ? "; " : "", m->name, d);
 	}
@@ -381,7 +391,7 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 			const struct member *m = &g->m[i];
 			if (!m->selected)
 				continue;
-			double v = t < m->probe.n && m->probe.t[t].ok ? m->probe.t[t].mbps : 0;
+			double v = t < m->probe.n && m->probe.ok[t] ? m->probe.mbps[t] : 0;
 			if (worst < 0 || v < worst)
 				worst = v;
 		}
@@ -432,11 +442,132 @@ static int publish_failure(struct ex *x, np_error *err)
 	np_error keep = *err, perr = { 0 };
 	x->g->epoch++;
 	clear_parts(x->g);
-	gather_select_members(x->g);
-	if (gather_publish_round(x, &keep, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, &perr) < 0)
+	if (gather_publish_round(x, &keep, false, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, &perr) < 0)
 		ex_log(x, EXCHANGE_WARN, "cannot tell the other pods: %s", perr.msg);
 	*err = keep;
 	return -1;
+}
+
+bool ex_published_round(const struct ex *x, struct exchange_round *out)
+{
+	const char *rd = ex_annotation(x->pod, EXCHANGE_ANN_ROUND);
+	np_error e = { 0 };
+	return rd && exchange_round_parse(rd, strlen(rd), out, &e) == 0 && strcmp(out->leader, x->uid) == 0 &&
+	       out->epoch >= 1;
+}
+
+bool ex_round_final(const struct ex *x)
+{
+	struct exchange_round r;
+	return ex_published_round(x, &r) && r.state == EXCHANGE_FINAL;
+}
+
+/* A restarted gatherer container (same pod, same uid) goes on from the
+ * round it published: the next round is numbered after it, so that no
+ * message of an earlier round can pass for one of the new; and a final
+ * round stands, with this pod's parts as they were handed out (its
+ * followers have taken them and gone).  The round it handed out last, and
+ * its token, are kept too: a round whose parts went out before its state
+ * did is handed out again with that token (run_round). */
+static void resume(struct ex *x)
+{
+	struct gather *g = x->g;
+	const char *a = ex_annotation(x->pod, EXCHANGE_ANN_ASSIGN);
+	struct exchange_assignment *as = a ? malloc(sizeof(*as)) : NULL;
+	np_error e = { 0 };
+	bool own = as && exchange_assignment_parse(a, strlen(a), as, &e) == 0 && strcmp(as->leader, x->uid) == 0 &&
+		   as->state != EXCHANGE_FAILED;
+	if (own) {
+		g->resume_epoch = as->epoch;
+		snprintf(g->resume_token, sizeof(g->resume_token), "%s", as->token);
+	}
+	struct exchange_round r;
+	if (!ex_published_round(x, &r)) {
+		free(as);
+		return;
+	}
+	g->epoch = r.epoch;
+	if (r.state == EXCHANGE_FINAL && own && as->epoch == r.epoch && as->state == EXCHANGE_PROBE &&
+	    as->n_parts >= 1 && as->n_parts <= EXCHANGE_RAILS_MAX) {
+		g->resume_final = true;
+		g->resume_routed = strcmp(as->parts[0].net, "routed") == 0;
+		g->n_final = as->n_parts;
+		memcpy(g->final_parts, as->parts, as->n_parts * sizeof(as->parts[0]));
+		/* The networks that failed before it: every follower has them. */
+		np_text_clean(g->warning, sizeof(g->warning), as->warning, NP_TEXT_SPACE);
+	}
+	free(as);
+	ex_log(x, EXCHANGE_INFO, "this pod gathered before: round %d was %s; %s", r.epoch,
+	       exchange_state_name(r.state),
+	       g->resume_final ? "its result stands" : "the next round follows it");
+}
+
+/* A network of the final round that resume() found. */
+static bool handed_out(const struct gather *g, const char *net)
+{
+	for (size_t k = 0; k < g->n_final; k++)
+		if (strcmp(g->final_parts[k].net, net) == 0)
+			return true;
+	return false;
+}
+
+/* The final round that resume() found, decided again from the same
+ * reports (pure): the decision for this pod's outputs, its parts as they
+ * were handed out.  What the earlier run left (networks that failed their
+ * probe, tied ones that measured slower) is not known: a network the
+ * decision puts before or beside the ones handed out is left again, one at
+ * a time.  Returns 1 when the round stands, 0 when the reports now say
+ * otherwise (a new round follows), -1 on error. */
+static int resume_final(struct ex *x, const struct agree_options *opt, struct exchange_result *res,
+			np_error *err)
+{
+	struct gather *g = x->g;
+	struct agree_options o = *opt;
+	struct agree_decision d;
+	bool stands = false;
+	g->resume_final = false;
+	for (;;) {
+		np_error e = { 0 };
+		if (decide(x, &o, &d, &e) < 0) {
+			agree_decision_free(&d);
+			break;
+		}
+		bool routed = d.routed && g->resume_routed, direct = !d.routed && !g->resume_routed;
+		size_t k = 0;
+		while (direct && k < d.n_rails && k < g->n_final && strcmp(d.rails[k].net.text, g->final_parts[k].net) == 0)
+			k++;
+		if (routed || (direct && k == d.n_rails && k == g->n_final)) {
+			stands = true;
+			break;
+		}
+		bool leave = !d.routed && k < d.n_rails && !handed_out(g, d.rails[k].net.text) &&
+			     o.n_excluded < AGREE_EXCLUDED_MAX;
+		if (leave)
+			o.excluded[o.n_excluded++] = d.rails[k].net;
+		agree_decision_free(&d);
+		if (!leave)
+			break;
+	}
+	if (!stands) {
+		g->warning[0] = '\0'; /* the new rounds find their own */
+		ex_log(x, EXCHANGE_INFO, "round %d no longer stands on these reports: deciding again", g->epoch);
+		return 0;
+	}
+	g->n_pods = (int)d.n_pods;
+	struct member *me = gather_member(g, x->name, false);
+	struct exchange_part *parts = me ? realloc(me->parts, g->n_final * sizeof(*parts)) : NULL;
+	if (!parts) {
+		agree_decision_free(&d);
+		return me ? np_error_set(err, NP_EINTERNAL, 0, "out of memory")
+			  : np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
+	}
+	memcpy(parts, g->final_parts, g->n_final * sizeof(*parts));
+	me->parts = parts;
+	me->n_parts = g->n_final;
+	ex_log(x, EXCHANGE_INFO, "round %d stands: %zu pods on %s%s", g->epoch, d.n_pods, d.rails[0].net.text,
+	       g->n_final > 1 ? " and its other rails" : "");
+	fill_result(x, &d, res);
+	return 1;
 }
 
 static int count_pods(struct ex *x, np_error *err)
@@ -485,6 +616,11 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			return -1;
 		if (compare_versions(x, err) < 0)
 			return publish_failure(x, err);
+		if (g->resume_final) {
+			int r = resume_final(x, &opt, res, err);
+			if (r != 0)
+				return r < 0 ? -1 : 0;
+		}
 
 		struct agree_decision d;
 		if (decide(x, &opt, &d, err) < 0) {
@@ -530,14 +666,14 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 		for (size_t k = 0; k < nr; k++) {
 			for (size_t i = 0; i < g->n; i++) {
 				const struct member *m = &g->m[i];
-				if (!m->selected || (m->probe.n > k && m->probe.t[k].ok))
+				if (!m->selected || (m->probe.n > k && m->probe.ok[k]))
 					continue;
 				failed_rail[k] = true;
-				const char *detail = m->probe.n > k && m->probe.t[k].detail[0] ? m->probe.t[k].detail
-												: "probe failed";
+				const char *detail = gather_probe_detail(m, k);
 				if (off < sizeof(why))
 					off += (size_t)snprintf(why + off, sizeof(why) - off, "%s%s: %s",
-								off ? "; " : "", m->name, detail);
+								off ? "; " : "", m->name,
+								detail[0] ? detail : "probe failed");
 			}
 			n_failed += failed_rail[k];
 		}
@@ -555,20 +691,22 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			route_only = !np_prefix_equal(&route_tried[i], &d.rails[0].net.pfx);
 		for (size_t i = 0; i < g->n && route_only; i++) {
 			const struct member *m = &g->m[i];
-			if (m->selected && !(m->probe.n > 0 && m->probe.t[0].ok))
-				route_only = m->probe.n > 0 && m->probe.t[0].route_if[0];
+			if (m->selected && !(m->probe.n > 0 && m->probe.ok[0]))
+				route_only = gather_probe_route_if(m, 0)[0] != '\0';
 		}
 		if (route_only) {
 			route_tried[n_route_tried++] = d.rails[0].net.pfx;
 			for (size_t i = 0; i < g->n; i++) {
 				struct member *m = &g->m[i];
-				if (!m->selected || m->probe.t[0].ok)
+				if (!m->selected || (m->probe.n > 0 && m->probe.ok[0]))
 					continue;
-				m->pinned = true;
-				snprintf(m->pin_if, sizeof(m->pin_if), "%s", m->probe.t[0].route_if);
-				m->pin_net = d.rails[0].net.pfx;
+				const char *rif = gather_probe_route_if(m, 0);
+				if (gather_member_pin(m, rif, &d.rails[0].net.pfx) < 0) {
+					agree_decision_free(&d);
+					return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+				}
 				ex_log(x, EXCHANGE_WARN, "round %d: %s routes %s through %s: trying that interface",
-				       g->epoch, m->name, d.rails[0].net.text, m->pin_if);
+				       g->epoch, m->name, d.rails[0].net.text, rif);
 			}
 			agree_decision_free(&d);
 			continue;
@@ -603,16 +741,10 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!g)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	x->g = g;
-	const char *own = ex_annotation(x->pod, EXCHANGE_ANN_ASSIGN);
-	struct exchange_assignment a;
-	np_error e = { 0 };
-	if (own && exchange_assignment_parse(own, strlen(own), &a, &e) == 0 && strcmp(a.leader, x->uid) == 0 &&
-	    a.state != EXCHANGE_FAILED) {
-		g->resume_epoch = a.epoch;
-		snprintf(g->resume_token, sizeof(g->resume_token), "%s", a.token);
-	}
+	x->list_page = GATHER_LIST_PAGE;
 	if (count_pods(x, err) < 0)
 		return -1;
+	resume(x);
 	ex_log(x, EXCHANGE_INFO, "gathering reports of %d pods (%s)", g->expect, x->sel);
 	if (rounds(x, res, err) == 0)
 		return 0;

@@ -112,7 +112,9 @@ int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_wat
 	k8s_client_set_deadline(x->w, x->o->deadline_ms);
 	k8s_client_set_tick(x->w, x->o->log_interval_ms, tick ? on_tick : NULL, &t);
 	x->stop = false;
-	int r = k8s_watch_pods(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, cb, x, err);
+	struct k8s_watch_opts wo = { .page_limit = x->list_page, .metadata_only = x->watch_meta };
+	int r = k8s_watch_pods_opt(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, &wo, cb, x,
+				   err);
 	k8s_client_set_tick(x->w, 0, NULL, NULL);
 	if (x->failed) {
 		*err = x->err;

@@ -50,8 +50,56 @@ static void *publish_worker(void *arg)
 	return NULL;
 }
 
+/* What member m is told of the round (or of the failure). */
+static void member_assignment(struct ex *x, const struct member *m, const np_error *failure,
+			      struct exchange_assignment *a)
+{
+	struct gather *g = x->g;
+	memset(a, 0, sizeof(*a));
+	snprintf(a->leader, sizeof(a->leader), "%s", x->uid);
+	snprintf(a->leader_pod, sizeof(a->leader_pod), "%s", x->name);
+	a->epoch = g->epoch;
+	a->n_pods = g->n_pods;
+	if (failure) {
+		a->state = EXCHANGE_FAILED;
+		a->status = failure->status;
+		np_text_clean(a->reason, sizeof(a->reason), failure->msg, NP_TEXT_SPACE);
+		return;
+	}
+	a->state = g->state;
+	a->n_parts = m->n_parts;
+	if (m->n_parts)
+		memcpy(a->parts, m->parts, m->n_parts * sizeof(a->parts[0]));
+	np_text_clean(a->versions, sizeof(a->versions), g->versions.warning, NP_TEXT_SPACE);
+	np_text_clean(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable, NP_TEXT_SPACE);
+	np_text_clean(a->warning, sizeof(a->warning), g->warning, NP_TEXT_SPACE);
+	snprintf(a->token, sizeof(a->token), "%s", g->token);
+	np_text_clean(a->floor, sizeof(a->floor), g->versions.floor, NP_TEXT_SPACE);
+}
+
+bool gather_round_unchanged(struct ex *x, int epoch, const char *token)
+{
+	struct gather *g = x->g;
+	struct exchange_assignment *a = malloc(sizeof(*a));
+	bool same = a != NULL;
+	for (size_t i = 0; i < g->n && same; i++) {
+		const struct member *m = &g->m[i];
+		char *text = NULL;
+		np_error e = { 0 };
+		if (!m->selected)
+			continue;
+		member_assignment(x, m, NULL, a);
+		a->epoch = epoch;
+		snprintf(a->token, sizeof(a->token), "%s", token);
+		same = exchange_assignment_to_json(a, &text, &e) == 0 && gather_text_hash(text) == m->as_hash;
+		free(text);
+	}
+	free(a);
+	return same;
+}
+
 /* Tell every pod its part of the round (or the failure). */
-int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
+int gather_publish_round(struct ex *x, const np_error *failure, bool only_missing, np_error *err)
 {
 	struct gather *g = x->g;
 	char **names = calloc(g->n + 1, sizeof(*names)), **patches = calloc(g->n + 1, sizeof(*patches));
@@ -64,27 +112,9 @@ int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
 	}
 	for (size_t i = 0; i < g->n; i++) {
 		struct member *m = &g->m[i];
-		if (!m->selected)
+		if (!m->selected || (only_missing && m->assigned_epoch == g->epoch))
 			continue;
-		memset(a, 0, sizeof(*a));
-		snprintf(a->leader, sizeof(a->leader), "%s", x->uid);
-		snprintf(a->leader_pod, sizeof(a->leader_pod), "%s", x->name);
-		a->epoch = g->epoch;
-		a->n_pods = g->n_pods;
-		if (failure) {
-			a->state = EXCHANGE_FAILED;
-			a->status = failure->status;
-			np_text_clean(a->reason, sizeof(a->reason), failure->msg, NP_TEXT_SPACE);
-		} else {
-			a->state = g->state;
-			a->n_parts = m->n_parts;
-			memcpy(a->parts, m->parts, sizeof(a->parts));
-			np_text_clean(a->versions, sizeof(a->versions), g->versions.warning, NP_TEXT_SPACE);
-			np_text_clean(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable, NP_TEXT_SPACE);
-			np_text_clean(a->warning, sizeof(a->warning), g->warning, NP_TEXT_SPACE);
-			snprintf(a->token, sizeof(a->token), "%s", g->token);
-			np_text_clean(a->floor, sizeof(a->floor), g->versions.floor, NP_TEXT_SPACE);
-		}
+		member_assignment(x, m, failure, a);
 		names[n] = m->name;
 		if (exchange_assignment_to_json(a, &patches[n++], err) < 0)
 			goto out;
@@ -118,10 +148,12 @@ int gather_publish_round(struct ex *x, const np_error *failure, np_error *err)
 			*err = jobs[c].err;
 			ret = -1;
 		}
-	if (ret == 0)
+	if (ret == 0) {
 		for (size_t i = 0; i < g->n; i++)
 			if (g->m[i].selected)
 				g->m[i].assigned_epoch = g->epoch;
+		gather_recount(g);
+	}
 out:
 	for (size_t i = 0; patches && i < n; i++)
 		free(patches[i]);
@@ -163,11 +195,19 @@ int gather_set_progress(struct ex *x, np_error *err)
 }
 
 /* Parts of one rail: this pod's interface and address, the ring neighbour
- * (pods sorted by name) it must reach, and its smoke rank. */
+ * (pods sorted by name) it must reach, and its smoke rank.  The ranks are
+ * agree_rail_rank's, computed in one pass (the rail is in name order and
+ * the gatherer is rank 0): asking it per pod would cost O(N^2). */
 int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append, np_error *err)
 {
 	struct gather *g = x->g;
-	size_t n = rail->n_assign;
+	size_t n = rail->n_assign, root = SIZE_MAX;
+	struct agree_rank rk;
+	if (agree_rail_rank(rail, x->name, x->name, &rk, err) < 0)
+		return -1;
+	for (size_t i = 0; i < n && root == SIZE_MAX; i++)
+		if (strcmp(rail->assign[i].pod, x->name) == 0)
+			root = i;
 	for (size_t i = 0; i < n; i++) {
 		const struct agree_assign *a = &rail->assign[i], *nx = &rail->assign[(i + 1) % n];
 		const struct agree_assign *pv = &rail->assign[(i + n - 1) % n];
@@ -178,10 +218,11 @@ int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append,
 			m->n_parts = 0;
 		if (m->n_parts >= EXCHANGE_PARTS_MAX)
 			continue;
+		struct exchange_part *parts = realloc(m->parts, (m->n_parts + 1) * sizeof(*parts));
+		if (!parts)
+			return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+		m->parts = parts;
 		struct exchange_part *p = &m->parts[m->n_parts];
-		struct agree_rank rk;
-		if (agree_rail_rank(rail, x->name, a->pod, &rk, err) < 0)
-			return -1;
 		memset(p, 0, sizeof(*p));
 		snprintf(p->net, sizeof(p->net), "%s", rail->net.text);
 		snprintf(p->ifname, sizeof(p->ifname), "%s", a->ifname);
@@ -191,7 +232,7 @@ int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append,
 			snprintf(p->next_addr, sizeof(p->next_addr), "%s", nx->addr);
 			snprintf(p->prev_addr, sizeof(p->prev_addr), "%s", pv->addr);
 		}
-		p->rank = rk.rank;
+		p->rank = i == root ? 0 : i < root ? (int)i + 1 : (int)i;
 		p->world = rk.world;
 		snprintf(p->root, sizeof(p->root), "%s", rk.root_addr);
 		p->min_mbps = rk.min_mbps;

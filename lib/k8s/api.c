@@ -129,6 +129,72 @@ int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_select
 	return 0;
 }
 
+int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_selector,
+			const char *field_selector, size_t limit, int (*page)(json_t *list, void *ud),
+			void (*restart)(void *ud), void *ud, char **rv, np_error *err)
+{
+	char lim[24], *cont = NULL;
+	unsigned expired = 0;
+	int rc = 0;
+	snprintf(lim, sizeof(lim), "%zu", limit ? limit : 500);
+	if (rv)
+		*rv = NULL;
+	for (;;) {
+		cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", NULL);
+		if (!path || k8s_query_add(&path, "limit", lim) < 0 ||
+		    (cont && k8s_query_add(&path, "continue", cont) < 0) ||
+		    (label_selector && *label_selector &&
+		     k8s_query_add(&path, "labelSelector", label_selector) < 0) ||
+		    (field_selector && *field_selector &&
+		     k8s_query_add(&path, "fieldSelector", field_selector) < 0)) {
+			rc = nomem(err);
+			break;
+		}
+		json_t *list = NULL;
+		if (k8s_get(c, path, &list, err) < 0) {
+			/* The snapshot of the first page is gone (compacted): what
+			 * was read is void, list again from the start. */
+			if (cont && k8s_client_last_http(c) == 410) {
+				free(cont);
+				cont = NULL;
+				if (restart)
+					restart(ud);
+				char what[160];
+				snprintf(what, sizeof(what), "listing pods in %s again after an expired continue token", ns);
+				long d = k8s_backoff_ms(expired++, K8S_BACKOFF_BASE_MS, K8S_BACKOFF_CAP_MS, k8s_rand(c));
+				if (k8s_wait(c, d, what, err) < 0) {
+					rc = -1;
+					break;
+				}
+				*err = (np_error){ 0 };
+				continue;
+			}
+			rc = -1;
+			break;
+		}
+		if (!json_is_array(json_object_get(list, "items"))) {
+			json_decref(list);
+			rc = np_error_set(err, NP_EK8S, 0, "GET %s: response is not a list", path);
+			break;
+		}
+		json_t *md = json_object_get(list, "metadata");
+		const char *r = json_string_value(json_object_get(md, "resourceVersion"));
+		const char *next = json_string_value(json_object_get(md, "continue"));
+		if (rv && !cont && r) {
+			free(*rv);
+			*rv = strdup(r);
+		}
+		free(cont);
+		cont = next && *next ? strdup(next) : NULL;
+		rc = page(list, ud);
+		json_decref(list);
+		if (rc || !cont)
+			break;
+	}
+	free(cont);
+	return rc;
+}
+
 int k8s_get_job(struct k8s_client *c, const char *ns, const char *name, json_t **job,
 		np_error *err)
 {

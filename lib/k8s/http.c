@@ -466,7 +466,10 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "request URL");
 	}
 	struct curl_slist *hdrs = NULL, *h;
-	h = curl_slist_append(hdrs, "Accept: application/json");
+	cleanup_free char *accept = NULL;
+	if (asprintf(&accept, "Accept: %s", c->accept ? c->accept : "application/json") < 0)
+		accept = NULL;
+	h = accept ? curl_slist_append(hdrs, accept) : NULL;
 	hdrs = h ? h : hdrs;
 	/* No "Expect: 100-continue" round trip for small bodies. */
 	h = curl_slist_append(hdrs, "Expect:");

@@ -141,6 +141,12 @@ enum k8s_watch_type {
 	K8S_WATCH_DELETED,
 	K8S_WATCH_BOOKMARK, /* object has only metadata.resourceVersion */
 	K8S_WATCH_RELIST,
+	/* A paged re-list (k8s_watch_opts.page_limit): BEGIN (object {}) means
+	 * the consumer drops its view; every item of the list follows as
+	 * ADDED, then END (object: the list's metadata).  After a 410 on an
+	 * expired continue token BEGIN comes again. */
+	K8S_WATCH_RELIST_BEGIN,
+	K8S_WATCH_RELIST_END,
 };
 
 const char *k8s_watch_type_name(enum k8s_watch_type type);
@@ -157,6 +163,38 @@ typedef int (*k8s_watch_cb)(enum k8s_watch_type type, json_t *object, void *ud);
 int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selector,
 		   const char *field_selector, const char *resource_version, k8s_watch_cb cb,
 		   void *ud, np_error *err);
+
+struct k8s_watch_opts {
+	/* > 0: list in pages of this many pods (limit/continue), delivered as
+	 * RELIST_BEGIN, ADDED..., RELIST_END: a job's list is never in one
+	 * buffer.  0: one RELIST with the whole list. */
+	size_t page_limit;
+	/* Only the pods' metadata (name, uid, labels, annotations, ...):
+	 * PartialObjectMetadata through the Accept header, as client-go's
+	 * metadata client asks (kubernetes/kubernetes@04791b49,
+	 * staging/src/k8s.io/client-go/metadata/metadata.go, client.List and
+	 * client.Watch), with application/json after it for a server that
+	 * does not offer it.  For a consumer that reads nothing else. */
+	bool metadata_only;
+};
+int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_selector,
+		       const char *field_selector, const char *resource_version,
+		       const struct k8s_watch_opts *opts, k8s_watch_cb cb, void *ud, np_error *err);
+
+/* List pods page by page (limit/continue), as client-go's pager does
+ * (kubernetes/kubernetes@04791b49, staging/src/k8s.io/client-go/tools/
+ * pager/pager.go: defaultPageSize 500; continue requests carry no
+ * resourceVersion).  page(list, ud) gets each PodList page (borrowed) and
+ * returns 0 to go on, non-zero to stop (returned).  A 410 on an expired
+ * continue token starts the list again from the first page, calling
+ * restart(ud) first (the pages before it are void), after a short backoff:
+ * the pager's ListPager.List falls back to one full list there
+ * (FullListIfExpired), which is what paging is here to avoid.  *rv
+ * (malloc'd, may be NULL) gets the list's resourceVersion, the first
+ * page's: every page of one list is served from its snapshot. */
+int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_selector,
+			const char *field_selector, size_t limit, int (*page)(json_t *list, void *ud),
+			void (*restart)(void *ud), void *ud, char **rv, np_error *err);
 
 /* core/v1 Event about a pod (involvedObject from the pod's metadata).
  * type is "Normal" or "Warning"; message is truncated to 1024 bytes. */

@@ -155,6 +155,9 @@ struct k8s_client {
 	char *base_url;
 	struct curl_slist *connect_to;
 	char *host_header;
+	/* The Accept header's value while set (a metadata-only watch sets it
+	 * for its own requests); NULL: application/json. */
+	const char *accept;
 	/* rate limits: requests (lim: own_lim or one shared by the process's
 	 * clients) and this client's new watches */
 	struct k8s_limiter own_lim;

@@ -11,11 +11,15 @@
 #include "util/jsonread.h"
 
 #define K8S_MAX_LINE (16u << 20) /* one watch event */
+/* client-go/metadata/metadata.go, JSON only (nicpick speaks no protobuf). */
+#define K8S_ACCEPT_META_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+#define K8S_ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 static const char *const type_names[] = {
 	[K8S_WATCH_ADDED] = "ADDED",	   [K8S_WATCH_MODIFIED] = "MODIFIED",
 	[K8S_WATCH_DELETED] = "DELETED",   [K8S_WATCH_BOOKMARK] = "BOOKMARK",
-	[K8S_WATCH_RELIST] = "RELIST",
+	[K8S_WATCH_RELIST] = "RELIST",	   [K8S_WATCH_RELIST_BEGIN] = "RELIST_BEGIN",
+	[K8S_WATCH_RELIST_END] = "RELIST_END",
 };
 
 const char *k8s_watch_type_name(enum k8s_watch_type type)
@@ -215,6 +219,58 @@ static int relist(struct watch *w, const char *ns, const char *lsel, const char 
 	return rc;
 }
 
+/* A paged re-list: each page's items go to the consumer one by one. */
+static int relist_page(json_t *list, void *ud)
+{
+	struct watch *w = ud;
+	json_t *items = json_object_get(list, "items"), *it;
+	size_t i;
+	json_array_foreach(items, i, it) {
+		if (!json_is_object(it))
+			continue;
+		deliver(w, K8S_WATCH_ADDED, it);
+		if (w->outcome != W_NONE)
+			return 1;
+	}
+	return 0;
+}
+
+static void relist_restart(void *ud)
+{
+	struct watch *w = ud;
+	json_t *empty = json_object();
+	deliver(w, K8S_WATCH_RELIST_BEGIN, empty);
+	json_decref(empty);
+}
+
+static int relist_paged(struct watch *w, const char *ns, const char *lsel, const char *fsel,
+			size_t limit)
+{
+	char *rv = NULL;
+	relist_restart(w);
+	if (w->outcome != W_NONE)
+		return 0;
+	int rc = k8s_list_pods_paged(w->c, ns, lsel, fsel, limit, relist_page, relist_restart, w,
+				     &rv, w->err);
+	if (rc < 0) {
+		free(rv);
+		return np_error_wrap(w->err, "re-listing pods for the watch");
+	}
+	if (w->outcome != W_NONE) {
+		free(rv);
+		return 0;
+	}
+	json_t *md = json_pack("{s:{s:s}}", "metadata", "resourceVersion", rv ? rv : "");
+	free(rv);
+	if (!md || set_rv(w, md) < 0) {
+		json_decref(md);
+		return np_error_set(w->err, NP_EINTERNAL, ENOMEM, "watch");
+	}
+	deliver(w, K8S_WATCH_RELIST_END, md);
+	json_decref(md);
+	return 0;
+}
+
 static char *watch_path(struct watch *w, const char *ns, const char *lsel, const char *fsel,
 			long tsec)
 {
@@ -298,6 +354,17 @@ int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selec
 		   const char *field_selector, const char *resource_version, k8s_watch_cb cb,
 		   void *ud, np_error *err)
 {
+	return k8s_watch_pods_opt(c, ns, label_selector, field_selector, resource_version, NULL, cb,
+				  ud, err);
+}
+
+int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_selector,
+		       const char *field_selector, const char *resource_version,
+		       const struct k8s_watch_opts *opts, k8s_watch_cb cb, void *ud, np_error *err)
+{
+	size_t page_limit = opts ? opts->page_limit : 0;
+	bool meta = opts && opts->metadata_only;
+	const char *accept = c->accept;
 	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err };
 	w.lb.max_line = K8S_MAX_LINE;
 	bool need_list = !resource_version || !*resource_version;
@@ -311,7 +378,9 @@ int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selec
 	for (;;) {
 		if (need_list) {
 			w.outcome = W_NONE;
-			if (relist(&w, ns, label_selector, field_selector) < 0)
+			c->accept = meta ? K8S_ACCEPT_META_LIST : accept;
+			if ((page_limit ? relist_paged(&w, ns, label_selector, field_selector, page_limit)
+					: relist(&w, ns, label_selector, field_selector)) < 0)
 				break;
 			if (w.outcome != W_NONE) {
 				rc = after_connection(&w, &x, 0, &reauthed, NULL);
@@ -356,7 +425,10 @@ int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selec
 
 		int64_t start = k8s_mono_ms();
 		c->stats.watches++;
-		if (k8s_perform(c, &x, err) < 0)
+		c->accept = meta ? K8S_ACCEPT_META : accept;
+		int pr = k8s_perform(c, &x, err);
+		c->accept = accept;
+		if (pr < 0)
 			break;
 		long delay = -1;
 		int next = after_connection(&w, &x, k8s_mono_ms() - start, &reauthed, &delay);
@@ -385,6 +457,7 @@ int k8s_watch_pods(struct k8s_client *c, const char *ns, const char *label_selec
 		if (k8s_wait(c, delay, what, err) < 0)
 			break;
 	}
+	c->accept = accept;
 	w.path = NULL;
 	k8s_buf_free(&x.resp);
 	k8s_buf_free(&w.errbody);

@@ -154,6 +154,7 @@ struct follow {
 	void *ud;
 	np_error *err;
 	bool done;
+	bool relisting; /* a paged re-list is under way: the view is partial */
 };
 
 #define EVENTS_EVERY_MS 2000
@@ -211,6 +212,13 @@ static int on_event(enum k8s_watch_type type, json_t *obj, void *ud)
 				json_object_set(f->pods, name, p);
 		break;
 	}
+	case K8S_WATCH_RELIST_BEGIN: /* only a paged watch sends it; this one is not */
+		json_object_clear(f->pods);
+		f->relisting = true;
+		return 0;
+	case K8S_WATCH_RELIST_END:
+		f->relisting = false;
+		break;
 	case K8S_WATCH_ADDED:
 	case K8S_WATCH_MODIFIED:
 		if ((name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"))))
@@ -223,6 +231,8 @@ static int on_event(enum k8s_watch_type type, json_t *obj, void *ud)
 	case K8S_WATCH_BOOKMARK:
 		return 0;
 	}
+	if (f->relisting)
+		return 0;
 	if (show(f) < 0)
 		return -1;
 	return f->done ? 1 : 0;

@@ -7,6 +7,7 @@ The kill comes from nicpick itself: built with NICPICK_TEST_HOOKS (every
 build but a release one), it kills itself at the step named by
 NICPICK_TEST_KILL_AT (lib/util/testhook.h)."""
 import ipaddress
+import json
 import os
 import signal
 import subprocess
@@ -111,3 +112,41 @@ def test_killed_mid_smoke_then_the_job_run_again_passes(make_cluster, nicpick_bi
         s = C.decision_of(p)["smoke"]
         assert s["status"] == "passed", (p.name, s)
         assert_one_set(p.out_dir)
+
+
+@pytest.mark.parametrize("step,first_round", [("after-probe", 2), ("mid-outputs", 1)])
+def test_a_restarted_gatherer_resumes_its_rounds_from_what_it_published(make_cluster, nicpick_bin,
+                                                                       step, first_round):
+    """The gatherer's container restarts (same pod, same uid).  Killed after
+    its round was final (mid-outputs), its result stands: every follower has
+    taken it and gone, so it hands out no new round and writes the same
+    outputs.  Killed before (after-probe), the next round is numbered after
+    the one it published: round 2, never round 1 again, so no message of
+    the old round passes for one of the new."""
+    if not hooks_built(nicpick_bin):
+        pytest.fail(f"{nicpick_bin} has no test hooks: build with `make` (TEST_HOOKS=1)")
+    c = make_cluster()
+    g = c.pods[0]
+    args = (*COMMON, "--timeout", "60")
+    start_killed_at(g, step, *args)
+    others = c.pods[1:]
+    c.start_all(*args, pods=others)
+    assert g.wait(60) == -signal.SIGKILL, g.describe()
+    if step == "mid-outputs":
+        c.wait_all(pods=others, timeout=60)
+        assert_all_exit(c, 0, pods=others)
+    g.rc = None
+    g.start(*args)
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    rnd = json.loads(c.annotation(g.name, "nicpick.io/round"))
+    assert rnd["state"] == "final" and rnd["leader"] == g.uid, rnd
+    assert rnd["epoch"] == first_round, (rnd, g.stderr_text)
+    for p in c.pods:
+        a = json.loads(c.annotation(p.name, "nicpick.io/assignment"))
+        assert a["epoch"] == first_round, (p.name, a)
+    assert f"round {1} was " in g.stderr_text, g.stderr_text
+    if step == "mid-outputs":
+        assert "round 1 stands" in g.stderr_text, g.stderr_text
+    assert C.decision_of(g)["choice"]["address"] == g.node.fast_addr

@@ -710,6 +710,124 @@ static void test_tls_is_verified(void **state)
 	k8s_config_free(&cfg);
 }
 
+/* ---- paged lists (limit/continue), as client-go's pager reads them ---- */
+
+struct pages {
+	int pages, restarts, items;
+	char names[16][32];
+	bool compact_after_first;
+};
+
+static int on_page(json_t *list, void *ud)
+{
+	struct pages *p = ud;
+	json_t *it;
+	size_t i;
+	p->pages++;
+	json_array_foreach(json_object_get(list, "items"), i, it) {
+		if (p->items < 16)
+			snprintf(p->names[p->items], sizeof(p->names[0]), "%s", meta(it, "name"));
+		p->items++;
+	}
+	if (p->compact_after_first && p->pages == 1) {
+		/* Others write, then the history is compacted: the first page's
+		 * snapshot is gone and its continue token gets 410. */
+		seed_pod("pg-other", "not-pg", "worker");
+		admin_do("POST", "compact", json_object());
+	}
+	return 0;
+}
+
+static void on_restart(void *ud)
+{
+	struct pages *p = ud;
+	p->restarts++;
+	p->items = 0;
+	p->compact_after_first = false;
+}
+
+static void test_list_pages_deliver_every_pod_once(void **state)
+{
+	const char *names[] = { "pg-a", "pg-b", "pg-c", "pg-d", "pg-e", "pg-f", "pg-g" };
+	for (size_t i = 0; i < 7; i++)
+		seed_pod(names[i], "pg", "worker");
+	struct k8s_client *c = client(10, NULL);
+	struct pages p = { 0 };
+	np_error err = { 0 };
+	char *rv = NULL;
+	if (k8s_list_pods_paged(c, E.ns, "app=pg", NULL, 3, on_page, on_restart, &p, &rv, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(p.pages, 3); /* 3 + 3 + 1 */
+	assert_int_equal(p.items, 7);
+	assert_int_equal(p.restarts, 0);
+	for (size_t i = 0; i < 7; i++)
+		assert_string_equal(p.names[i], names[i]);
+	assert_non_null(rv);
+	assert_true(rv[0] != '\0');
+	free(rv);
+	k8s_client_free(c);
+}
+
+static void test_list_expired_continue_lists_again_from_the_start(void **state)
+{
+	const char *names[] = { "pe-a", "pe-b", "pe-c", "pe-d", "pe-e" };
+	for (size_t i = 0; i < 5; i++)
+		seed_pod(names[i], "pe", "worker");
+	struct k8s_client *c = client(10, NULL);
+	struct pages p = { .compact_after_first = true };
+	np_error err = { 0 };
+	char *rv = NULL;
+	if (k8s_list_pods_paged(c, E.ns, "app=pe", NULL, 2, on_page, on_restart, &p, &rv, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(p.restarts, 1);
+	assert_int_equal(p.items, 5); /* counted again from the first page */
+	for (size_t i = 0; i < 5; i++)
+		assert_string_equal(p.names[i], names[i]);
+	free(rv);
+	k8s_client_free(c);
+}
+
+/* A metadata-only watch (PartialObjectMetadata through Accept, as
+ * client-go's metadata client asks): the list and the events carry the
+ * pods' metadata, annotations included, and no spec or status. */
+static int cb_meta(enum k8s_watch_type t, json_t *obj, void *ud)
+{
+	struct wctx *w = ud;
+	if (t == K8S_WATCH_RELIST) {
+		w->relists++;
+		json_t *items = json_object_get(obj, "items");
+		assert_int_equal(json_array_size(items), 1);
+		json_t *it = json_array_get(items, 0);
+		assert_string_equal(meta(it, "name"), "md-a");
+		assert_null(json_object_get(it, "spec"));
+		assert_null(json_object_get(it, "status"));
+		admin_patch_pod("md-a", "step", "1");
+		return 0;
+	}
+	if (t == K8S_WATCH_MODIFIED) {
+		assert_string_equal(json_string_value(json_object_get(obj, "kind")), "PartialObjectMetadata");
+		assert_null(json_object_get(obj, "spec"));
+		record_step(w, obj);
+		return 1;
+	}
+	return 0;
+}
+
+static void test_watch_metadata_only_carries_metadata_and_annotations(void **state)
+{
+	seed_pod("md-a", "md", "worker");
+	struct wctx w = { 0 };
+	struct k8s_client *c = client(10, NULL);
+	np_error err = { 0 };
+	struct k8s_watch_opts o = { .metadata_only = true };
+	if (k8s_watch_pods_opt(c, E.ns, "app=md", NULL, NULL, &o, cb_meta, &w, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(w.relists, 1);
+	assert_int_equal(w.nseen, 1);
+	assert_string_equal(w.seen[0], "1");
+	k8s_client_free(c);
+}
+
 int main(void)
 {
 	const char *missing = NULL;
@@ -749,7 +867,10 @@ int main(void)
 		cmocka_unit_test_setup(test_get_patch_list_with_selectors, reset_server),
 		cmocka_unit_test_setup(test_get_job_completions, reset_server),
 		cmocka_unit_test_setup(test_create_event_on_pod, reset_server),
+		cmocka_unit_test_setup(test_list_pages_deliver_every_pod_once, reset_server),
+		cmocka_unit_test_setup(test_list_expired_continue_lists_again_from_the_start, reset_server),
 		cmocka_unit_test_setup(test_watch_sees_modified_after_patch, reset_server),
+		cmocka_unit_test_setup(test_watch_metadata_only_carries_metadata_and_annotations, reset_server),
 		cmocka_unit_test_setup(test_watch_bookmarks_advance_resource_version, reset_server),
 		cmocka_unit_test_setup(test_watch_dropped_resumes_without_losing_events,
 				       reset_server),

@@ -498,16 +498,27 @@ static void test_follower_says_what_it_waits_for(void **state)
 
 /* ---- the gatherer's table ---- */
 
+/* A live member of its own job index, through the setters that keep the
+ * table's counts (as gather_member_update does). */
 static struct member *member(struct gather *g, const char *name, bool report)
 {
 	struct member *m = gather_member(g, name, true);
 	assert_non_null(m);
-	snprintf(m->uid, sizeof(m->uid), "uid-%s", name);
-	snprintf(m->key, sizeof(m->key), "%s", name);
-	snprintf(m->created, sizeof(m->created), "2026-01-01T00:00:00Z");
-	m->live = true;
-	m->has_report = report;
+	gather_member_set(g, m, true, name, "2026-01-01T00:00:00Z");
+	if (report) {
+		static struct agree_report r;
+		memset(&r, 0, sizeof(r));
+		snprintf(r.pod, sizeof(r.pod), "%s", name);
+		gather_member_set_report(g, m, &r);
+		assert_true(m->has_report);
+	}
 	return m;
+}
+
+static void probed(struct gather *g, struct member *m, int epoch)
+{
+	struct exchange_probe p = { .epoch = epoch };
+	gather_member_set_probe(g, m, &p);
 }
 
 static void test_gatherer_waits_for_every_report_and_names_the_missing(void **state)
@@ -567,7 +578,7 @@ static void test_missing_pods_are_listed_by_index(void **state)
 	for (size_t k = 0; k < 16; k++) {
 		struct member *m = member(&g, order[k], !strcmp(order[k], "job-w-0"));
 		if (!strcmp(order[k], "job-w-12") || !strcmp(order[k], "job-w-3"))
-			snprintf(m->report_why, sizeof(m->report_why), "bad report");
+			gather_member_set_why(m, "bad report");
 	}
 	struct exchange_progress p;
 	gather_progress(&g, "uid-job-w-0", "job-w-0", &p);
@@ -591,9 +602,8 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	member(&g, "job-0", true);
 	struct member *old = member(&g, "job-1-old", true);
 	struct member *now = member(&g, "job-1", true);
-	snprintf(old->key, sizeof(old->key), "job-1"); /* an earlier attempt of index 1 */
-	snprintf(now->key, sizeof(now->key), "job-1");
-	snprintf(now->created, sizeof(now->created), "2026-01-01T00:05:00Z");
+	gather_member_set(&g, old, true, "job-1", NULL); /* an earlier attempt of index 1 */
+	gather_member_set(&g, now, true, "job-1", "2026-01-01T00:05:00Z");
 	np_error err = { 0 };
 	assert_int_equal(gather_check_count(&g, &err), 0);
 	assert_true(gather_ready(&g, "job-0"));
@@ -602,27 +612,25 @@ static void test_gatherer_counts_one_pod_per_index_and_probes_per_epoch(void **s
 	g.phase = PH_PROBE;
 	g.epoch = 3;
 	for (size_t i = 0; i < g.n; i++)
-		g.m[i].assigned_epoch = 3;
-	gather_member(&g, "job-0", false)->has_probe = true;
-	gather_member(&g, "job-0", false)->probe.epoch = 3;
-	now->has_probe = true;
-	now->probe.epoch = 2; /* an earlier round's result */
+		gather_member_set_assigned(&g, &g.m[i], 3);
+	probed(&g, gather_member(&g, "job-0", false), 3);
+	probed(&g, now, 2); /* an earlier round's result */
 	assert_false(gather_ready(&g, "job-0"));
 	struct exchange_progress p;
 	gather_progress(&g, "uid-job-0", "job-0", &p);
 	assert_int_equal(p.phase, EXCHANGE_PROBING);
 	assert_int_equal(p.missing_total, 1);
 	assert_string_equal(p.missing[0], "job-1");
-	snprintf(now->report_why, sizeof(now->report_why), "bad probe result: \"ok\" is not a boolean");
+	gather_member_set_why(now, "bad probe result: \"ok\" is not a boolean");
 	gather_progress(&g, "uid-job-0", "job-0", &p);
 	assert_string_equal(p.refused, "job-1: bad probe result: \"ok\" is not a boolean");
 	char text[512];
 	exchange_progress_text(&p, text, sizeof(text));
 	assert_non_null(strstr(text, "; refused: job-1: bad probe result"));
-	now->probe.epoch = 3;
+	probed(&g, now, 3);
 	assert_true(gather_ready(&g, "job-0"));
 	/* A pod restarted and lost its part: hand it out again. */
-	now->assigned_epoch = 0;
+	gather_member_set_assigned(&g, now, 0);
 	g.need_assign = false;
 	assert_true(gather_ready(&g, "job-0"));
 	assert_true(g.need_assign);
@@ -704,9 +712,9 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 		assert_non_null(m);
 		if (m->live != cases[i].live || m->has_report != cases[i].has_report ||
 		    m->has_probe != cases[i].has_probe || m->assigned_epoch != cases[i].assigned_epoch ||
-		    !strstr(m->report_why, cases[i].why))
+		    !strstr(gather_member_why(m), cases[i].why))
 			fail_msg("case %zu: live %d report %d probe %d epoch %d why '%s'", i, m->live,
-				 m->has_report, m->has_probe, m->assigned_epoch, m->report_why);
+				 m->has_report, m->has_probe, m->assigned_epoch, gather_member_why(m));
 		assert_string_equal(m->key, "1/");
 		gather_free_members(&g);
 	}
@@ -714,6 +722,285 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 	free(as_mine);
 	free(as_other);
 	free(pr);
+}
+
+/* The counts the gatherer keeps as events come are the counts a full
+ * recount of the table gives, after any sequence of events: new pods,
+ * replacements of a job index (newer creation), deletions, re-lists. */
+static void test_gatherer_counts_match_a_recount_after_any_events(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	unsigned seed = 12345;
+	for (int step = 0; step < 4000; step++) {
+		seed = seed * 1103515245u + 12345u;
+		unsigned r = seed >> 8;
+		char name[32], uid[32], idx[16], created[32];
+		unsigned pod = r % 97, attempt = (r >> 7) % 3;
+		snprintf(name, sizeof(name), "job-%u-%u", pod % 41, attempt);
+		snprintf(uid, sizeof(uid), "u-%u-%u-%u", pod % 41, attempt, (r >> 9) % 2);
+		snprintf(idx, sizeof(idx), "%u", pod % 41);
+		snprintf(created, sizeof(created), "2026-01-01T00:0%u:00Z", attempt);
+		if ((r >> 12) % 50 == 0) {
+			gather_members_relist(&g);
+			continue;
+		}
+		if ((r >> 12) % 7 == 0) {
+			gather_member_gone(&g, name, uid);
+			continue;
+		}
+		if ((r >> 12) % 23 == 0)
+			g.epoch++;
+		json_t *pod_obj = json_pack("{s:{s:s, s:s, s:s, s:{s:s}, s:{}}, s:{s:s}}", "metadata", "name",
+					    name, "uid", uid, "creationTimestamp", created, "labels",
+					    "batch.kubernetes.io/job-completion-index", idx, "annotations",
+					    "status", "phase", (r >> 15) % 9 == 0 ? "Failed" : "Running");
+		gather_member_update(&g, "uid-g", pod_obj);
+		json_decref(pod_obj);
+		size_t sel = gather_selected(&g), unassigned = g.n_unassigned, reported = g.n_reported;
+		size_t per_key = 0;
+		gather_recount(&g);
+		assert_int_equal(sel, g.n_selected);
+		assert_int_equal(unassigned, g.n_unassigned);
+		assert_int_equal(reported, g.n_reported);
+		/* One member per job index with a live pod, the newest. */
+		for (size_t i = 0; i < g.n; i++) {
+			if (!g.m[i].selected)
+				continue;
+			per_key++;
+			assert_true(g.m[i].live);
+			for (size_t k = 0; k < g.n; k++)
+				if (k != i && g.m[k].live && !strcmp(g.m[k].key, g.m[i].key))
+					assert_true(strcmp(g.m[k].created, g.m[i].created) < 0 ||
+						    (strcmp(g.m[k].created, g.m[i].created) == 0 &&
+						     strcmp(g.m[k].name, g.m[i].name) < 0));
+		}
+		assert_int_equal(per_key, sel);
+	}
+	gather_free_members(&g);
+}
+
+/* The ring and the smoke ranks handed out in one pass over the rail are
+ * the ones agree_rail_rank gives pod by pod. */
+static void test_gatherer_parts_carry_the_ranks_of_agree_rail_rank(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	struct ex x;
+	memset(&x, 0, sizeof(x));
+	x.g = &g;
+	x.name = "p3";
+	enum { N = 10 };
+	struct agree_assign as[N];
+	memset(as, 0, sizeof(as));
+	for (int i = 0; i < N; i++) {
+		snprintf(as[i].pod, sizeof(as[i].pod), "p%d", i);
+		snprintf(as[i].ifname, sizeof(as[i].ifname), "eth%d", i);
+		snprintf(as[i].addr, sizeof(as[i].addr), "10.9.0.%d", i + 1);
+		as[i].family = AF_INET;
+		member(&g, as[i].pod, true);
+	}
+	struct agree_rail rail = { .min_mbps = 1000, .n_assign = N, .assign = as };
+	snprintf(rail.net.text, sizeof(rail.net.text), "10.9.0.0/24");
+	np_error err = { 0 };
+	assert_int_equal(gather_rail_assign(&x, &rail, false, &err), 0);
+	for (int i = 0; i < N; i++) {
+		struct agree_rank rk;
+		assert_int_equal(agree_rail_rank(&rail, "p3", as[i].pod, &rk, &err), 0);
+		const struct member *m = gather_member(&g, as[i].pod, false);
+		assert_int_equal(m->n_parts, 1);
+		assert_int_equal(m->parts[0].rank, rk.rank);
+		assert_int_equal(m->parts[0].world, rk.world);
+		assert_string_equal(m->parts[0].root, rk.root_addr);
+		assert_string_equal(m->parts[0].next_pod, as[(i + 1) % N].pod);
+	}
+	x.name = "not-on-the-rail";
+	assert_int_equal(gather_rail_assign(&x, &rail, false, &err), -1);
+	assert_int_equal(err.status, NP_EINTERNAL);
+	gather_free_members(&g);
+}
+
+/* A probe result is kept compactly, but whole: every trial's verdict and
+ * speed, and a failed trial's detail and the interface its route leaves
+ * through (one per rail of a probe round, one per tied network of a
+ * measure round). */
+static void test_gatherer_keeps_every_trial_of_a_probe_result(void **state)
+{
+	struct exchange_probe p = { .epoch = 2, .n = 3 };
+	snprintf(p.leader, sizeof(p.leader), "uid-g");
+	p.t[0] = (struct exchange_trial){ .ok = true, .mbps = 9400.5 };
+	p.t[1] = (struct exchange_trial){ .ok = false };
+	snprintf(p.t[1].detail, sizeof(p.t[1].detail), "the route to 10.9.1.3 leaves through eth2, not eth1");
+	snprintf(p.t[1].route_if, sizeof(p.t[1].route_if), "eth2");
+	p.t[2] = (struct exchange_trial){ .ok = false };
+	snprintf(p.t[2].detail, sizeof(p.t[2].detail), "cannot connect to 10.9.2.3");
+	char *pr = NULL, *pr_ok = NULL;
+	np_error err = { 0 };
+	assert_int_equal(exchange_probe_to_json(&p, &pr, &err), 0);
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	json_t *pod = pod_json("job-1", "u1", "1", "Running", NULL, NULL, pr);
+	gather_member_update(&g, "uid-g", pod);
+	json_decref(pod);
+	struct member *m = gather_member(&g, "job-1", false);
+	assert_non_null(m);
+	assert_true(m->has_probe);
+	assert_int_equal(m->probe.epoch, 2);
+	assert_int_equal(m->probe.n, 3);
+	assert_true(m->probe.ok[0]);
+	assert_true(m->probe.mbps[0] > 9400 && m->probe.mbps[0] < 9401);
+	assert_false(m->probe.ok[1]);
+	assert_false(m->probe.ok[2]);
+	assert_string_equal(gather_probe_detail(m, 0), "");
+	assert_string_equal(gather_probe_route_if(m, 0), "");
+	assert_string_equal(gather_probe_detail(m, 1), p.t[1].detail);
+	assert_string_equal(gather_probe_route_if(m, 1), "eth2");
+	assert_string_equal(gather_probe_detail(m, 2), p.t[2].detail);
+	assert_string_equal(gather_probe_route_if(m, 2), "");
+	assert_string_equal(gather_probe_detail(m, 3), ""); /* no such trial */
+
+	/* Every trial passed: no text is kept at all. */
+	p.n = 2;
+	p.t[1] = p.t[0];
+	assert_int_equal(exchange_probe_to_json(&p, &pr_ok, &err), 0);
+	pod = pod_json("job-1", "u1", "1", "Running", NULL, NULL, pr_ok);
+	gather_member_update(&g, "uid-g", pod);
+	json_decref(pod);
+	assert_int_equal(m->probe.n, 2);
+	assert_true(m->probe.ok[0] && m->probe.ok[1]);
+	assert_null(m->probe.text);
+	assert_string_equal(gather_probe_detail(m, 1), "");
+	gather_free_members(&g);
+	free(pr);
+	free(pr_ok);
+}
+
+static void cand_on(struct agree_cand *c, const char *ifname, unsigned char net, unsigned char host,
+		    enum agree_route route)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->ifname, sizeof(c->ifname), "%s", ifname);
+	snprintf(c->cls, sizeof(c->cls), "physical");
+	c->family = AF_INET;
+	c->addr[0] = 10, c->addr[1] = 9, c->addr[2] = net, c->addr[3] = host;
+	snprintf(c->addr_text, sizeof(c->addr_text), "10.9.%u.%u", net, host);
+	c->prefixlen = 24;
+	c->mbps = 1000;
+	c->route = route;
+}
+
+/* A pod pinned to the interface its route uses is decided on with that
+ * interface as the routed one on that network, from the report as stored
+ * (no copy per decision): also after it publishes its report again; a new
+ * incarnation of the pod starts unpinned. */
+static void test_gatherer_reads_a_pinned_pod_with_its_routed_interface(void **state)
+{
+	struct agree_report *r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	snprintf(r->pod, sizeof(r->pod), "job-1");
+	snprintf(r->uid, sizeof(r->uid), "u1");
+	snprintf(r->node, sizeof(r->node), "node-1");
+	r->n = 3;
+	cand_on(&r->c[0], "eth1", 0, 2, AGREE_ROUTE_USED);
+	cand_on(&r->c[1], "eth2", 0, 3, AGREE_ROUTE_UNUSED);
+	cand_on(&r->c[2], "eth3", 1, 2, AGREE_ROUTE_UNKNOWN);
+	char *rep = NULL, *rep2 = NULL, *rep3 = NULL;
+	np_error err = { 0 };
+	assert_int_equal(agree_report_to_json(r, &rep, &err), 0);
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	json_t *pod = pod_json("job-1", "u1", "1", "Running", rep, NULL, NULL);
+	gather_member_update(&g, "uid-g", pod);
+	json_decref(pod);
+	struct member *m = gather_member(&g, "job-1", false);
+	assert_true(m->has_report);
+	struct np_prefix net = { .family = AF_INET, .len = 24, .bytes = { 10, 9, 0, 0 } };
+	assert_int_equal(gather_member_pin(m, "eth2", &net), 0);
+	assert_int_equal(m->rep.c[0].route, AGREE_ROUTE_UNUSED);
+	assert_int_equal(m->rep.c[1].route, AGREE_ROUTE_USED);
+	assert_int_equal(m->rep.c[2].route, AGREE_ROUTE_UNKNOWN); /* another network */
+
+	/* The pod publishes its report again (a new node name): still pinned. */
+	snprintf(r->node, sizeof(r->node), "node-1b");
+	assert_int_equal(agree_report_to_json(r, &rep2, &err), 0);
+	pod = pod_json("job-1", "u1", "1", "Running", rep2, NULL, NULL);
+	gather_member_update(&g, "uid-g", pod);
+	json_decref(pod);
+	assert_string_equal(m->rep.node, "node-1b");
+	assert_int_equal(m->rep.c[0].route, AGREE_ROUTE_UNUSED);
+	assert_int_equal(m->rep.c[1].route, AGREE_ROUTE_USED);
+
+	/* A new incarnation: its report as it is. */
+	snprintf(r->uid, sizeof(r->uid), "u2");
+	assert_int_equal(agree_report_to_json(r, &rep3, &err), 0);
+	pod = pod_json("job-1", "u2", "1", "Running", rep3, NULL, NULL);
+	gather_member_update(&g, "uid-g", pod);
+	json_decref(pod);
+	assert_true(m->has_report);
+	assert_null(m->pin);
+	assert_int_equal(m->rep.c[0].route, AGREE_ROUTE_USED);
+	assert_int_equal(m->rep.c[1].route, AGREE_ROUTE_UNUSED);
+	gather_free_members(&g);
+	free(rep);
+	free(rep2);
+	free(rep3);
+	free(r);
+}
+
+/* The first round a restarted gatherer hands out keeps the token of the
+ * round it handed out before only when every pod carries that very part
+ * already (the epoch aside). */
+static void test_gatherer_round_unchanged_only_when_every_part_is(void **state)
+{
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	struct ex x;
+	memset(&x, 0, sizeof(x));
+	x.g = &g;
+	x.name = "job-0";
+	snprintf(x.uid, sizeof(x.uid), "uid-g");
+	g.epoch = 3; /* numbered after round 2, which the pods carry */
+	g.n_pods = 2;
+	g.state = EXCHANGE_PROBE;
+	const char *tok = "0123456789abcdef0123456789abcdef";
+	const char *names[2] = { "job-0", "job-1" }, *addrs[2] = { "10.9.0.1", "10.9.0.2" };
+	for (size_t i = 0; i < 2; i++) {
+		struct member *m = member(&g, names[i], true);
+		m->parts = calloc(1, sizeof(*m->parts));
+		assert_non_null(m->parts);
+		m->parts[0] = part(i ? "eth1" : "eth0", addrs[i], names[1 - i], addrs[1 - i], (int)i, 2);
+		m->n_parts = 1;
+	}
+	assert_false(gather_round_unchanged(&x, 2, tok)); /* no pod carries any part */
+	for (size_t i = 0; i < 2; i++) {
+		struct exchange_assignment a;
+		memset(&a, 0, sizeof(a));
+		snprintf(a.leader, sizeof(a.leader), "uid-g");
+		snprintf(a.leader_pod, sizeof(a.leader_pod), "job-0");
+		a.epoch = 2;
+		a.n_pods = 2;
+		a.state = EXCHANGE_PROBE;
+		a.n_parts = 1;
+		a.parts[0] = gather_member(&g, names[i], false)->parts[0];
+		snprintf(a.token, sizeof(a.token), "%s", tok);
+		char *js = NULL;
+		np_error err = { 0 };
+		assert_int_equal(exchange_assignment_to_json(&a, &js, &err), 0);
+		gather_member(&g, names[i], false)->as_hash = gather_text_hash(js);
+		free(js);
+	}
+	assert_true(gather_round_unchanged(&x, 2, tok));
+	assert_false(gather_round_unchanged(&x, 1, tok));
+	assert_false(gather_round_unchanged(&x, 2, "ffffffffffffffffffffffffffffffff"));
+	g.state = EXCHANGE_MEASURE;
+	assert_false(gather_round_unchanged(&x, 2, tok));
+	g.state = EXCHANGE_PROBE;
+	snprintf(g.warning, sizeof(g.warning), "the preferred network 10.8.0.0/24 failed its probe (...)");
+	assert_false(gather_round_unchanged(&x, 2, tok));
+	g.warning[0] = '\0';
+	snprintf(gather_member(&g, "job-1", false)->parts[0].ifname, IFNAMSIZ, "eth2");
+	assert_false(gather_round_unchanged(&x, 2, tok));
+	gather_free_members(&g);
 }
 
 int main(void)
@@ -732,6 +1019,11 @@ int main(void)
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
 		cmocka_unit_test(test_missing_pods_are_listed_by_index),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
+		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
+		cmocka_unit_test(test_gatherer_parts_carry_the_ranks_of_agree_rail_rank),
+		cmocka_unit_test(test_gatherer_keeps_every_trial_of_a_probe_result),
+		cmocka_unit_test(test_gatherer_reads_a_pinned_pod_with_its_routed_interface),
+		cmocka_unit_test(test_gatherer_round_unchanged_only_when_every_part_is),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
