@@ -12,7 +12,7 @@ container would (`nicpick select --peers k8s`), and the pods agree through
 the server.  The smoke all-reduce runs on the NCCL/CUDA test double
 (tests/doubles/fakegpu.c) when there is no GPU: the double sums across the
 pods but moves no bytes over the links, so it is told what NCCL would see
-there, that the ring's link out of node c is slow.  Without the double the
+there, that node c is slow (both of its ring links).  Without the double the
 smoke step is skipped (it says why) and the status shows the decision.
 
 Everything it made (namespaces, processes, the server, its files) is
@@ -91,13 +91,13 @@ def run(c, tmp, nicpick, a, smoke):
         fake = tmp / "fakegpu"
         fake.mkdir()
         env = {"NICPICK_NCCL_LIB": a.fakegpu, "NICPICK_CUDART_LIB": a.fakegpu, "FAKEGPU_DIR": str(fake),
-               # the ring's link out of node c (into the next rank) is the slow one
-               "FAKEGPU_MODE": "slow-link", "FAKEGPU_SLOW_RANK": str(SLOW_NODE + 1)}
+               # node c (rank 2) is slow: both ring links it touches
+               "FAKEGPU_MODE": "slow-link", "FAKEGPU_SLOW_RANK": str(SLOW_NODE)}
         for p in c.pods:
             p.proc_env = env
         args += ["--smoke", "auto", "--smoke-bytes", "64K"]
-        say("  smoke all-reduce: on the NCCL/CUDA test double (no GPU here), told that the ring's"
-            " link out of node-c is slow")
+        say("  smoke all-reduce: on the NCCL/CUDA test double (no GPU here), told that node-c"
+            " is slow")
     else:
         args += ["--smoke", "auto"]
         say(f"  smoke all-reduce: no GPU and no test double at {a.fakegpu}: nicpick skips it")

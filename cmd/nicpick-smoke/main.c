@@ -4,6 +4,8 @@
  *
  *   nicpick-smoke info [--gpu N] [--parent PID]
  *   nicpick-smoke run --rank R --world N --bytes B --timeout-ms T [--gpu N] [--parent PID]
+ *                     [--label TEXT]   (this rank's pod, node and address, for the link verdict)
+ *                     [--no-links]     (busbw only: no ring link timing, for --tune's runs)
  *
  * NCCL_COMM_ID and the NCCL variables come from the environment.
  * Exit: 0 passed, 6 failed (the message says why), 2 usage. */
@@ -82,8 +84,12 @@ int main(int argc, char **argv)
 		{ "rank", required_argument, NULL, 'r' },   { "world", required_argument, NULL, 'w' },
 		{ "bytes", required_argument, NULL, 'b' },  { "gpu", required_argument, NULL, 'g' },
 		{ "timeout-ms", required_argument, NULL, 't' }, { "parent", required_argument, NULL, 'p' },
+		{ "label", required_argument, NULL, 'l' },
+		{ "no-links", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *label = "";
+	bool no_links = false;
 	long long rank = -1, world = 0, bytes = SMOKE_DEFAULT_BYTES, gpu = 0, timeout_ms = 0, parent = 0;
 	int c;
 	opterr = 0;
@@ -108,6 +114,13 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			bad = num(optarg, 1, 1LL << 30, &parent);
+			break;
+		case 'n':
+			no_links = true;
+			break;
+		case 'l':
+			label = optarg;
+			bad = strlen(optarg) >= SMOKE_LABEL_MAX;
 			break;
 		default:
 			return usage("unknown option");
@@ -144,7 +157,8 @@ int main(int argc, char **argv)
 		r.phase = SMOKE_PHASE_DONE;
 		finish(emit(&r, NULL));
 	}
-	struct gpu_run_opts o = { .rank = (int)rank, .world = (int)world, .max_bytes = (long)bytes,
+	struct gpu_run_opts o = { .rank = (int)rank, .world = (int)world, .label = label,
+				    .max_bytes = (long)bytes, .no_links = no_links,
 				    .deadline_ms = deadline };
 	if (gpu_rank_run(&libs, &o, &r, &err) < 0)
 		finish(emit(&r, &err));

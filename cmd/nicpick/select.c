@@ -82,6 +82,25 @@ static int set_min_busbw(struct cli *c, const char *a)
 	return 0;
 }
 
+static int set_slow_link(struct cli *c, const char *a)
+{
+	if (strcmp(a, "warn") != 0 && strcmp(a, "fail") != 0)
+		return cli_usage_error("--slow-link '%s': expected warn or fail", a);
+	c->sel.smoke.slow_link_fail = strcmp(a, "fail") == 0;
+	return 0;
+}
+
+static int set_train_container(struct cli *c, const char *a)
+{
+	struct select_smoke_opts *s = &c->sel.smoke;
+	if (!*a)
+		return cli_usage_error("--train-container: expected a container name");
+	if (s->n_train_names == JOBS_TRAIN_NAMES_MAX)
+		return cli_usage_error("--train-container: at most %d", JOBS_TRAIN_NAMES_MAX);
+	s->train_names[s->n_train_names++] = a;
+	return 0;
+}
+
 /* The policy's own parsers say what is wrong with a value. */
 #define POLICY_SETTER(fn, setter)                                   \
 	static int fn(struct cli *c, const char *a)                 \
@@ -185,6 +204,14 @@ static const struct cli_opt opts[] = {
 	{ "tune-budget", required_argument, "--tune-budget SEC",
 	  "the sweep's bound: as many runs as fit (default 15)", CLI_SEC_SMOKE, SEL,
 	  .set = set_tune_budget },
+	{ "slow-link", required_argument, "--slow-link warn|fail",
+	  "with 3 or more pods, a node whose ring links measure below half\n"
+	  "the fastest link is named: a warning (default) or exit 6", CLI_SEC_SMOKE, SEL_SMOKE,
+	  .set = set_slow_link },
+	{ "train-container", required_argument, "--train-container NAME",
+	  "the training container whose delivery the smoke test copies\n"
+	  "(repeatable; default: the containers that mount the out-dir)", CLI_SEC_SMOKE, SEL,
+	  .set = set_train_container },
 	{ "nccl-debug", no_argument, "--nccl-debug",
 	  "keep NCCL's log in DIR/nccl-debug and make training log there too", CLI_SEC_SMOKE, SEL_SMOKE,
 	  CLI_FLAG(sel.smoke.nccl_debug) },

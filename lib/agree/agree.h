@@ -116,6 +116,11 @@ struct agree_gpu {
 	int nccl;  /* ncclGetVersion(), 0 unknown */
 	int driver, runtime; /* CUDA, 13000 = 13.0; 0 unknown */
 	char model[AGREE_GPU_MODEL_MAX]; /* "" unknown */
+	/* How this pod's training container gets the variables: "file"
+	 * (NCCL_CONF_FILE alone), or "" (nccl.env, or not seen), and where it
+	 * sees nccl.env ("" unknown): the job's NCCL floor depends on it. */
+	char delivery[8];
+	char nccl_env[AGREE_NAME_MAX];
 };
 
 struct agree_report {
@@ -170,7 +175,14 @@ int agree_report_parse(const char *json, size_t len, struct agree_report *out, n
 struct agree_versions {
 	char warning[AGREE_VERSIONS_TEXT_MAX];
 	char unavailable[AGREE_VERSIONS_TEXT_MAX];
+	/* pods whose NCCL ignores the nccl.conf their training reads: "NCCL
+	 * 2.21.5 on job-w-3 ignores NCCL_CONF_FILE (read from 2.23.4): ..." */
+	char floor[AGREE_VERSIONS_TEXT_MAX];
 };
+/* NCCL reads NCCL_CONF_FILE from 2.23.4 (src/misc/param.cc: v2.21.5-1's
+ * initEnv reads only ~/.nccl.conf and /etc/nccl.conf; v2.23.4-1's
+ * initEnvFunc reads getenv("NCCL_CONF_FILE") first). */
+#define AGREE_NCCL_CONF_FILE_FLOOR 22304
 void agree_versions_compare(const struct agree_report *reports, size_t n, struct agree_versions *out);
 void agree_versions_compare_views(const struct agree_view *reports, size_t n, struct agree_versions *out);
 

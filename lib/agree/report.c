@@ -165,11 +165,17 @@ static json_t *cand_to_json(const struct agree_cand *c)
 
 static json_t *gpu_to_json(const struct agree_gpu *g)
 {
-	return json_pack("{s:s, s:i, s:i, s:i, s:s}", "smoke",
-			 np_str_ok(g->smoke, NP_CS_CLS) ? g->smoke : "", "nccl",
-			 g->nccl > 0 ? g->nccl : 0, "driver", g->driver > 0 ? g->driver : 0, "runtime",
-			 g->runtime > 0 ? g->runtime : 0, "model",
-			 np_str_ok(g->model, NP_CS_TEXT) ? g->model : "");
+	json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:s}", "smoke",
+			      np_str_ok(g->smoke, NP_CS_CLS) ? g->smoke : "", "nccl",
+			      g->nccl > 0 ? g->nccl : 0, "driver", g->driver > 0 ? g->driver : 0, "runtime",
+			      g->runtime > 0 ? g->runtime : 0, "model",
+			      np_str_ok(g->model, NP_CS_TEXT) ? g->model : "");
+	/* Only file delivery matters to the job (the NCCL_CONF_FILE floor). */
+	if (o && strcmp(g->delivery, "file") == 0) {
+		json_object_set_new(o, "delivery", json_string("file"));
+		json_object_set_new(o, "nccl_env", json_string(np_str_ok(g->nccl_env, NP_CS_TEXT) ? g->nccl_env : ""));
+	}
+	return o;
 }
 
 int agree_report_to_json(const struct agree_report *r, char **json, np_error *err)
@@ -301,7 +307,8 @@ static int parse_cand(const json_t *o, struct agree_cand *c, char *why)
 
 static int parse_gpu(const json_t *o, struct agree_gpu *g, char *why)
 {
-	static const char *const keys[] = { "smoke", "nccl", "driver", "runtime", "model", NULL };
+	static const char *const keys[] = { "smoke", "nccl", "driver", "runtime", "model", "delivery",
+					    "nccl_env", NULL };
 	long v[3];
 	if (!json_is_object(o))
 		return snprintf(why, AGREE_WHY_MAX, "\"gpu\" is not an object"), -1;
@@ -310,8 +317,12 @@ static int parse_gpu(const json_t *o, struct agree_gpu *g, char *why)
 	    np_json_int(o, "nccl", true, 0, GPU_VERSION_MAX, &v[0], why) < 0 ||
 	    np_json_int(o, "driver", true, 0, GPU_VERSION_MAX, &v[1], why) < 0 ||
 	    np_json_int(o, "runtime", true, 0, GPU_VERSION_MAX, &v[2], why) < 0 ||
-	    np_json_str(o, "model", true, NP_CS_TEXT, 0, g->model, sizeof(g->model), why) < 0)
+	    np_json_str(o, "model", true, NP_CS_TEXT, 0, g->model, sizeof(g->model), why) < 0 ||
+	    np_json_str(o, "delivery", false, NP_CS_CLS, 0, g->delivery, sizeof(g->delivery), why) < 0 ||
+	    np_json_str(o, "nccl_env", false, NP_CS_TEXT, 0, g->nccl_env, sizeof(g->nccl_env), why) < 0)
 		return -1;
+	if (g->delivery[0] && strcmp(g->delivery, "file") != 0)
+		return snprintf(why, AGREE_WHY_MAX, "\"gpu\": \"delivery\" is \"%s\"", g->delivery), -1;
 	bool known = false;
 	for (int u = SMOKE_AVAILABLE; u <= SMOKE_NO_GPU && !known; u++)
 		known = strcmp(g->smoke, smoke_unavailable_name((enum smoke_unavailable)u)) == 0;

@@ -152,5 +152,22 @@ void agree_versions_compare_views(const struct agree_view *r, size_t n, struct a
 	}
 	if (more)
 		add(out->unavailable, sizeof(out->unavailable), " (+%zu more pods)", more);
+	/* File delivery on an NCCL that ignores NCCL_CONF_FILE: training falls
+	 * back to NCCL's own choice of interface on that pod. */
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (r[i].gpu && r[i].gpu->has && strcmp(r[i].gpu->delivery, "file") == 0 &&
+		    r[i].gpu->nccl > 0 && r[i].gpu->nccl < AGREE_NCCL_CONF_FILE_FLOOR)
+			e[k++].r = &r[i];
+	qsort(e, k, sizeof(*e), by_value_then_pod);
+	for (size_t i = 0; i < k && i < NAMED_MAX; i++) {
+		char v[32];
+		smoke_nccl_version_text(e[i].r->gpu->nccl, v, sizeof(v));
+		add(out->floor, sizeof(out->floor),
+		    "%sNCCL %s on %s ignores NCCL_CONF_FILE (read from 2.23.4): source %s in the command, or use NCCL >= 2.23.4",
+		    i ? "; " : "", v, e[i].r->pod, e[i].r->gpu->nccl_env[0] ? e[i].r->gpu->nccl_env : "nccl.env");
+	}
+	if (k > NAMED_MAX)
+		add(out->floor, sizeof(out->floor), " (+%zu more pods)", k - NAMED_MAX);
 	free(e);
 }

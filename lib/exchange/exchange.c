@@ -14,6 +14,7 @@
 #include "util/cancel.h"
 #include "util/testhook.h"
 #include "util/jsonread.h"
+#include "util/text.h"
 
 /* Give each candidate the gateway its interface reaches, a default route's
  * first: pods in different subnets can only agree on a routed fabric, and
@@ -62,6 +63,18 @@ static void add_subnet_routes(struct agree_report *r)
 		if (shared && probe_route_subnet_dev(&pfx, dev, sizeof(dev), &e) == 0)
 			c->route = strcmp(dev, c->ifname) == 0 ? AGREE_ROUTE_USED : AGREE_ROUTE_UNUSED;
 	}
+}
+
+/* How this pod's training container gets the variables. */
+static int train_of(struct ex *x, const struct exchange_opts *o, struct exchange_result *res,
+		    np_error *err)
+{
+	struct jobs_pod p;
+	int ret = jobs_pod_parse(x->pod, &p, err);
+	if (ret == 0)
+		ret = jobs_train_find(&p, o->out_dir, o->train_names, o->n_train_names, &res->train, err);
+	jobs_pod_free(&p);
+	return ret;
 }
 
 int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
@@ -132,8 +145,16 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		goto out;
 	if (o->local_routes)
 		add_subnet_routes(&x->mine);
-	if (o->gpu)
+	if (train_of(x, o, res, err) < 0)
+		goto out;
+	if (o->gpu) {
 		x->mine.gpu = *o->gpu;
+		if (res->train.delivery == JOBS_DELIVERY_FILE) {
+			snprintf(x->mine.gpu.delivery, sizeof(x->mine.gpu.delivery), "file");
+			np_text_clean(x->mine.gpu.nccl_env, sizeof(x->mine.gpu.nccl_env), res->train.env_path,
+				      NP_TEXT_ASCII);
+		}
+	}
 	if (agree_report_to_json(&x->mine, &report, err) < 0)
 		goto out;
 	if (x->mine.n == 0) {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "agree/agree.h"
+#include "jobs/jobs.h"
 #include "k8s/k8s.h"
 #include "nic/nic.h"
 #include "policy/policy.h"
@@ -64,6 +65,12 @@ struct exchange_opts {
 				      * fabric needs them) */
 	const struct agree_gpu *gpu; /* what the smoke test would use here, for
 				      * the report; NULL: none (--smoke off) */
+	/* The training containers (lib/jobs/train.c): where nicpick writes
+	 * and which containers --train-container names; their delivery goes
+	 * into the report (the gatherer checks the job's NCCL floor). */
+	const char *out_dir;
+	const char *const *train_names;
+	size_t n_train_names;
 	bool require_same_versions;  /* gatherer: pods whose NCCL, CUDA or GPU
 				      * differ fail the job (NP_ESMOKE) */
 	bool strict;		     /* gatherer: the preferred network failing its
@@ -114,6 +121,10 @@ struct exchange_result {
 	/* Job-wide: the networks that failed their probe before this one was
 	 * agreed, and why; "" when the first choice passed. */
 	char probe_warning[1024];
+	/* Job-wide: pods whose NCCL ignores the nccl.conf their training
+	 * reads (agree_versions.floor); "" none. */
+	char floor[AGREE_VERSIONS_TEXT_MAX];
+	struct jobs_train train; /* this pod's training container */
 	bool has_decision;  /* the gatherer's full decision; followers have none */
 	struct agree_decision decision;
 	json_t *pod;        /* this pod's object as last read */

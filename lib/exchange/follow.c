@@ -324,5 +324,6 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	snprintf(res->versions, sizeof(res->versions), "%s", a->versions);
 	snprintf(res->smoke_skip, sizeof(res->smoke_skip), "%s", a->smoke_skip);
 	snprintf(res->probe_warning, sizeof(res->probe_warning), "%s", a->warning);
+	snprintf(res->floor, sizeof(res->floor), "%s", a->floor);
 	return 0;
 }

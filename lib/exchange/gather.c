@@ -428,6 +428,7 @@ static void fill_result(struct ex *x, struct agree_decision *d, struct exchange_
 	np_text_clean(res->versions, sizeof(res->versions), x->g->versions.warning, NP_TEXT_SPACE);
 	np_text_clean(res->smoke_skip, sizeof(res->smoke_skip), x->g->versions.unavailable, NP_TEXT_SPACE);
 	np_text_clean(res->probe_warning, sizeof(res->probe_warning), x->g->warning, NP_TEXT_SPACE);
+	np_text_clean(res->floor, sizeof(res->floor), x->g->versions.floor, NP_TEXT_SPACE);
 	res->n_pods = d->n_pods;
 	res->epoch = x->g->epoch;
 	res->decision = *d;

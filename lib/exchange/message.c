@@ -112,6 +112,8 @@ int exchange_assignment_to_json(const struct exchange_assignment *a, char **json
 		json_object_set_new(o, "warning", text(a->warning));
 	if (o && a->state != EXCHANGE_FAILED)
 		json_object_set_new(o, "token", json_string(a->token));
+	if (o && a->state != EXCHANGE_FAILED && a->floor[0])
+		json_object_set_new(o, "floor", text(a->floor));
 	return dump(o, "assignment", json, err);
 }
 
@@ -293,7 +295,7 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 {
 	static const char *const keys[] = { "v",      "leader", "leader_pod", "epoch", "state",
 					    "status", "reason", "n",          "parts", "versions",
-					    "smoke_skip", "token", "warning", NULL };
+					    "smoke_skip", "token", "warning", "floor", NULL };
 	char why[NP_JSON_WHY_MAX] = "";
 	memset(out, 0, sizeof(*out));
 	json_t *o = load(json, len, keys, why);
@@ -314,7 +316,9 @@ int exchange_assignment_parse(const char *json, size_t len, struct exchange_assi
 	    np_json_str(o, "warning", false, NP_CS_UTF8, 1, out->warning, sizeof(out->warning), why) < 0 ||
 	    np_json_str(o, "token", false, NP_CS_NAME, 1, out->token, sizeof(out->token), why) < 0)
 		goto out;
-	if (out->state == EXCHANGE_FAILED && (out->versions[0] || out->smoke_skip[0])) {
+	if (np_json_str(o, "floor", false, NP_CS_UTF8, 1, out->floor, sizeof(out->floor), why) < 0)
+		goto out;
+	if (out->state == EXCHANGE_FAILED && (out->versions[0] || out->smoke_skip[0] || out->floor[0])) {
 		snprintf(why, sizeof(why), "\"versions\" or \"smoke_skip\" in a failed assignment");
 		goto out;
 	}

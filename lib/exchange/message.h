@@ -12,14 +12,16 @@
  *                "min_mbps":100000}],
  *      "versions":"NCCL 2.21.5 on job-w-3 (node-d), 2.28.3 on the other 3 pods",
  *      "smoke_skip":"job-w-2: no-gpu",
- *      "warning":"the preferred network 10.9.0.0/24 failed its probe: ..."}
+ *      "warning":"the preferred network 10.9.0.0/24 failed its probe: ...",
+ *      "floor":"NCCL 2.21.5 on job-w-3 ignores NCCL_CONF_FILE (read from 2.23.4): ..."}
  *     in a probe round one part per rail (the agreed networks, in the
  *     decision's order: one unless rails are on), one per tied network in
  *     a measure round, none when failed; the token (the round's, lib/probe)
- *     in every state but failed; versions, smoke_skip (agree_versions_compare)
- *     and the probe warning only when not failed and not empty.  prev_addr
- *     is the ring neighbour that probes this part, the only address whose
- *     probe the listener counts ("" when alone).
+ *     in every state but failed; versions, smoke_skip (agree_versions_compare),
+ *     the probe warning and floor (agree_versions.floor) only when not
+ *     failed and not empty.  prev_addr is the ring neighbour that probes
+ *     this part, the only address whose probe the listener counts ("" when
+ *     alone).
  *   nicpick.io/probe       on each pod: what its probes of the round found
  *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"...",
  *      "route_if":"eth1"}]}
@@ -39,10 +41,15 @@
  *   nicpick.io/outcome     on each pod, last: how its nicpick ended (outcome.c)
  *     {"v":1,"ok":true,"status":0,"reason":"..." (not ok only),"epoch":N,
  *      "smoke":"passed"|"failed"|"skipped","busbw":1.73,"min_busbw":0.5,
- *      "suspect":"the link into rank 2 (...)","suspect_rank":2,"nccl":22105,
+ *      "suspect":"slow node: job-w-2 (node node-c, 10.9.0.3) (rank 2) ...",
+ *      "slow_nodes":[2],"slow_link_ends":[],"nccl":22105,
  *      "warnings":1,"warning":"container train sets NCCL_SOCKET_IFNAME=..."}
  *     busbw (GB/s at the largest size) only when the smoke test ran;
- *     suspect, warning only when not empty.  nicpick.io/result is the same
+ *     suspect, warning only when not empty.  The smoke test's ring-link
+ *     verdict (lib/smoke/plan.c): slow_nodes are the ranks both of whose
+ *     ring links are slow, slow_link_ends both ends of a slow link with no
+ *     slow node at either end; both arrays only with suspect, at least one
+ *     of them not empty.  nicpick.io/result is the same
  *     outcome as one line of text, for people.
  *
  * The report (nicpick.io/report) is lib/agree's agree_report. */
@@ -105,6 +112,7 @@ struct exchange_assignment {
 	char token[PROBE_TOKEN_MAX]; /* the round's probe token; "" when failed */
 	/* Job-wide: why the job left a network that failed its probe; "" none. */
 	char warning[EXCHANGE_REASON_MAX];
+	char floor[AGREE_VERSIONS_TEXT_MAX]; /* agree_versions.floor */
 };
 
 struct exchange_trial {
@@ -177,6 +185,7 @@ int exchange_claim_parse(const char *json, size_t len, struct exchange_claim *ou
 void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t len);
 
 /* How this pod's nicpick ended (nicpick.io/outcome). */
+#define EXCHANGE_SUSPECTS_MAX 8 /* ranks one verdict names (SMOKE_NAMED_MAX) */
 enum exchange_smoke { EXCHANGE_SMOKE_SKIPPED, EXCHANGE_SMOKE_PASSED, EXCHANGE_SMOKE_FAILED };
 const char *exchange_smoke_name(enum exchange_smoke s);
 
@@ -189,8 +198,12 @@ struct exchange_outcome {
 	bool has_busbw;
 	double busbw;     /* GB/s at the largest size, when the test ran */
 	double min_busbw; /* the floor it was held to, 0 none */
-	char suspect[EXCHANGE_DETAIL_MAX * 2]; /* "" none */
-	int suspect_rank; /* the rank whose incoming link is suspect, -1 none */
+	char suspect[EXCHANGE_DETAIL_MAX * 2]; /* the verdict's text, "" none */
+	/* The ranks it names: the slow nodes themselves, and both ends of a
+	 * lone slow link. */
+	size_t n_slow_nodes, n_slow_link_ends;
+	int slow_nodes[EXCHANGE_SUSPECTS_MAX];
+	int slow_link_ends[EXCHANGE_SUSPECTS_MAX];
 	int nccl;         /* ncclGetVersion(), 0 unknown */
 	int warnings;     /* pod settings that override the outputs */
 	char warning[EXCHANGE_DETAIL_MAX * 2]; /* the first of them, "" none */

@@ -31,6 +31,47 @@ static json_t *clean(const char *s, size_t max)
 	return json_string(buf);
 }
 
+static json_t *ranks_json(const int *v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n && i < EXCHANGE_SUSPECTS_MAX; i++)
+		json_array_append_new(a, json_integer(v[i]));
+	return a;
+}
+
+/* An optional array of distinct ranks, at most EXCHANGE_SUSPECTS_MAX. */
+static int get_ranks(const json_t *o, const char *key, int *dst, size_t *n, char *why)
+{
+	*n = 0;
+	const json_t *a = json_object_get(o, key);
+	if (!a)
+		return 0;
+	if (!json_is_array(a)) {
+		snprintf(why, NP_JSON_WHY_MAX, "\"%s\" is not an array", key);
+		return -1;
+	}
+	if (json_array_size(a) > EXCHANGE_SUSPECTS_MAX) {
+		snprintf(why, NP_JSON_WHY_MAX, "\"%s\" has %zu ranks, more than %d", key,
+			 json_array_size(a), EXCHANGE_SUSPECTS_MAX);
+		return -1;
+	}
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		const json_t *v = json_array_get(a, i);
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= 1 << 20) {
+			snprintf(why, NP_JSON_WHY_MAX, "\"%s\"[%zu] is not a rank", key, i);
+			return -1;
+		}
+		int r = (int)json_integer_value(v);
+		for (size_t k = 0; k < *n; k++)
+			if (dst[k] == r) {
+				snprintf(why, NP_JSON_WHY_MAX, "\"%s\" names rank %d twice", key, r);
+				return -1;
+			}
+		dst[(*n)++] = r;
+	}
+	return 0;
+}
+
 int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_error *err)
 {
 	json_t *j = json_pack("{s:i, s:b, s:i, s:i, s:s, s:f, s:i, s:i}", "v", EXCHANGE_MSG_VERSION,
@@ -43,8 +84,10 @@ int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_e
 		json_object_set_new(j, "busbw", json_real(o->busbw));
 	if (j && o->suspect[0])
 		json_object_set_new(j, "suspect", clean(o->suspect, sizeof(o->suspect)));
-	if (j && o->suspect[0] && o->suspect_rank >= 0)
-		json_object_set_new(j, "suspect_rank", json_integer(o->suspect_rank));
+	if (j && o->suspect[0]) {
+		json_object_set_new(j, "slow_nodes", ranks_json(o->slow_nodes, o->n_slow_nodes));
+		json_object_set_new(j, "slow_link_ends", ranks_json(o->slow_link_ends, o->n_slow_link_ends));
+	}
 	if (j && o->warning[0])
 		json_object_set_new(j, "warning", clean(o->warning, sizeof(o->warning)));
 	*json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -73,7 +116,7 @@ int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome
 			   np_error *err)
 {
 	static const char *const keys[] = { "v",     "ok",	 "status",  "reason",   "epoch",
-					    "smoke", "busbw",	 "min_busbw", "suspect", "suspect_rank", "nccl",
+					    "smoke", "busbw",	 "min_busbw", "suspect", "slow_nodes", "slow_link_ends", "nccl",
 					    "warnings", "warning", NULL };
 	char why[NP_JSON_WHY_MAX] = "", smoke[16];
 	memset(out, 0, sizeof(*out));
@@ -116,12 +159,16 @@ int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome
 	    np_json_str(o, "warning", false, NP_CS_UTF8, 1, out->warning, sizeof(out->warning), why) < 0)
 		goto out;
 	out->has_busbw = r == 0;
-	long sr = -1;
-	if (np_json_int(o, "suspect_rank", false, 0, 1 << 20, &sr, why) < 0)
+	if (get_ranks(o, "slow_nodes", out->slow_nodes, &out->n_slow_nodes, why) < 0 ||
+	    get_ranks(o, "slow_link_ends", out->slow_link_ends, &out->n_slow_link_ends, why) < 0)
 		goto out;
-	out->suspect_rank = (int)sr;
-	if (sr >= 0 && !out->suspect[0]) {
-		snprintf(why, sizeof(why), "\"suspect_rank\" without \"suspect\"");
+	bool has_ranks = json_object_get(o, "slow_nodes") || json_object_get(o, "slow_link_ends");
+	if (has_ranks && !out->suspect[0]) {
+		snprintf(why, sizeof(why), "\"slow_nodes\" or \"slow_link_ends\" without \"suspect\"");
+		goto out;
+	}
+	if (out->suspect[0] && !out->n_slow_nodes && !out->n_slow_link_ends) {
+		snprintf(why, sizeof(why), "\"suspect\" names no rank in \"slow_nodes\" or \"slow_link_ends\"");
 		goto out;
 	}
 	if (out->ok != (out->status == 0)) {

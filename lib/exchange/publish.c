@@ -74,6 +74,7 @@ static void member_assignment(struct ex *x, const struct member *m, const np_err
 	np_text_clean(a->smoke_skip, sizeof(a->smoke_skip), g->versions.unavailable, NP_TEXT_SPACE);
 	np_text_clean(a->warning, sizeof(a->warning), g->warning, NP_TEXT_SPACE);
 	snprintf(a->token, sizeof(a->token), "%s", g->token);
+	np_text_clean(a->floor, sizeof(a->floor), g->versions.floor, NP_TEXT_SPACE);
 }
 
 bool gather_round_unchanged(struct ex *x, int epoch, const char *token)

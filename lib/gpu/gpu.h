@@ -13,7 +13,11 @@
 #include "gpu/gpu_api.h"
 #include "smoke/result.h"
 
-#define GPU_RING_BYTES (8L << 20) /* the ring step's message size */
+/* The link phases' message size: 8 MiB takes 33 ms at 2 Gbit/s and 20 ms
+ * at 3.3 Gbit/s, so a link slow enough to matter is timed over far more
+ * than NCCL's per-message latency (lib/gpu/run.c). */
+#define GPU_RING_BYTES (8L << 20)
+#define GPU_RING_ITERS 3 /* per direction; the best counts (the first connects) */
 
 struct gpu_nccl_api {
 	__typeof__(&ncclGetVersion) GetVersion;
@@ -93,7 +97,9 @@ int gpu_device_query(const struct gpu_libs *l, int gpu, bool select, struct smok
 
 struct gpu_run_opts {
 	int rank, world;
+	const char *label; /* this rank's pod, node and address ("" none) */
 	long max_bytes;
+	bool no_links;       /* skip the ring link timing */
 	int64_t deadline_ms; /* CLOCK_MONOTONIC */
 };
 
@@ -112,6 +118,11 @@ size_t gpu_plan_sizes(long max_bytes, long *sizes);
  * ranks: small integers, so a float32 sum is exact (n <= 2^20). */
 float gpu_input_value(int rank, size_t i);
 float gpu_expected_sum(int world, size_t i);
+/* The link phases of a ring of world ranks (world >= 3): ring link k joins
+ * rank k and k+1 (mod world).  Phase 0 holds the even links, phase 1 the
+ * odd ones, and with an odd world the last link (world-1 -> 0) gets phase
+ * 2, so that no rank is in two links of one phase. */
+int gpu_link_phase(int world, int link);
 /* nccl-tests' bus bandwidth factor for all-reduce: 2(n-1)/n. */
 double gpu_busbw_factor(int world);
 

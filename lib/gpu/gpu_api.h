@@ -60,7 +60,7 @@ typedef enum {
 	ncclTimeout = 8
 } ncclResult_t;
 typedef enum { ncclSum = 0 } ncclRedOp_t;
-typedef enum { ncclFloat32 = 7 } ncclDataType_t;
+typedef enum { ncclUint8 = 1, ncclFloat32 = 7 } ncclDataType_t;
 typedef struct ncclConfig_v21400 {
 	size_t size;
 	unsigned int magic;

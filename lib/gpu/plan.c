@@ -36,3 +36,10 @@ double gpu_busbw_factor(int world)
 {
 	return world > 1 ? 2.0 * (world - 1) / world : 1.0;
 }
+
+int gpu_link_phase(int world, int link)
+{
+	if (world % 2 && link == world - 1)
+		return 2;
+	return link % 2;
+}

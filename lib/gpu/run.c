@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "gpu/gpu.h"
+#include "smoke/smoke.h"
 #include "util/clock.h"
 #include "util/text.h"
 
@@ -122,17 +123,13 @@ static int wait_stream(struct rank *k, const char *what, np_error *err)
 	}
 }
 
+static int launched(struct rank *k, ncclResult_t nr, const char *what, np_error *err);
+
 static int allreduce_once(struct rank *k, size_t count, const char *what, np_error *err)
 {
-	ncclResult_t nr = k->l->nccl.AllReduce(k->dev, k->dev, count, ncclFloat32, ncclSum, k->comm,
-					       k->stream);
-	if (nr == ncclInProgress) {
-		if (wait_comm(k, what, err) < 0)
-			return -1;
-	} else if (nr != ncclSuccess) {
-		return nccl_fail(k, nr, what, err);
-	}
-	return wait_stream(k, what, err);
+	return launched(k, k->l->nccl.AllReduce(k->dev, k->dev, count, ncclFloat32, ncclSum, k->comm,
+						k->stream),
+			what, err);
 }
 
 static int fill(struct rank *k, size_t count, np_error *err)
@@ -207,79 +204,228 @@ static int size_run(struct rank *k, struct smoke_size *s, np_error *err)
 	return 0;
 }
 
-/* One ring step, timed on every rank: send to rank+1, receive from rank-1.
- * A rank's time is set by its incoming link, so a slow link shows on the
- * rank behind it; an all-gather then gives every rank every figure. */
-static int ring_run(struct rank *k, long bytes, np_error *err)
+/* One NCCL call (or group) launched: ncclInProgress waits for the
+ * communicator, then the stream. */
+static int launched(struct rank *k, ncclResult_t nr, const char *what, np_error *err)
+{
+	if (nr == ncclInProgress) {
+		if (wait_comm(k, what, err) < 0)
+			return -1;
+	} else if (nr != ncclSuccess) {
+		return nccl_fail(k, nr, what, err);
+	}
+	return wait_stream(k, what, err);
+}
+
+/* A grouped send and receive of one element with peer: after it, both
+ * sides are within one round trip of each other, so the timed transfer
+ * that follows starts together on both. */
+static int pair_sync(struct rank *k, int peer, float *tiny, np_error *err)
 {
 	const struct gpu_nccl_api *n = &k->l->nccl;
+	ncclResult_t nr = n->GroupStart();
+	if (nr == ncclSuccess)
+		nr = n->Send(tiny, 1, ncclFloat32, peer, k->comm, k->stream);
+	if (nr == ncclSuccess)
+		nr = n->Recv(tiny + 1, 1, ncclFloat32, peer, k->comm, k->stream);
+	ncclResult_t ge = n->GroupEnd();
+	if (nr != ncclSuccess)
+		return nccl_fail(k, nr, "link sync", err);
+	return launched(k, ge, "link sync", err);
+}
+
+/* One direction of one link: `from` sends, `to` receives and times its
+ * receive alone (no other operation in its group), best of the runs. */
+static int link_dir(struct rank *k, int from, int to, float *buf, float *tiny, size_t count,
+		    int iters, double *gbps, np_error *err)
+{
+	const struct gpu_nccl_api *n = &k->l->nccl;
+	int me = k->o->rank, peer = me == from ? to : from;
+	for (int it = 0; it < iters; it++) {
+		if (pair_sync(k, peer, tiny, err) < 0)
+			return -1;
+		double t0 = np_now_us();
+		ncclResult_t nr = me == from ? n->Send(buf, count, ncclFloat32, to, k->comm, k->stream)
+					     : n->Recv(buf, count, ncclFloat32, from, k->comm, k->stream);
+		if (launched(k, nr, "link measurement", err) < 0)
+			return -1;
+		double us = np_now_us() - t0;
+		double g = us > 0 ? (double)count * sizeof(float) / (us * 1e3) : 0;
+		if (me == to && g > *gbps)
+			*gbps = g;
+	}
+	return 0;
+}
+
+/* The phases of disjoint pairs: in each, this rank times what it receives
+ * on its links in that phase (link me-1 is prev -> me and back, link me
+ * is me -> next and back), each way `iters` times; only the links in
+ * `only` (NULL: all).  in_prev gets prev -> me, in_next next -> me. */
+static int link_phases(struct rank *k, const bool *only, size_t count, float *tiny, int iters,
+		       double *in_prev, double *in_next, np_error *err)
+{
 	int w = k->o->world, me = k->o->rank;
-	size_t count = (size_t)bytes / sizeof(float);
-	float *recv = NULL, *all = NULL, *mine = NULL;
+	int prev = (me + w - 1) % w, next = (me + 1) % w;
+	for (int phase = 0; phase < 3; phase++) {
+		if (gpu_link_phase(w, prev) == phase && (!only || only[prev]) &&
+		    (link_dir(k, prev, me, k->dev, tiny, count, iters, in_prev, err) < 0 ||
+		     link_dir(k, me, prev, k->dev, tiny, count, iters, in_prev, err) < 0))
+			return -1;
+		if (gpu_link_phase(w, me) == phase && (!only || only[me]) &&
+		    (link_dir(k, me, next, k->dev, tiny, count, iters, in_next, err) < 0 ||
+		     link_dir(k, next, me, k->dev, tiny, count, iters, in_next, err) < 0))
+			return -1;
+	}
+	return 0;
+}
+
+/* One bad timing must not name a node: on a GPU shared by three pods one
+ * healthy link measured 0.59 GB/s against a fastest of 1.49 (typically
+ * 0.67-1.01), a lone slow link (docs/smoke.md).  Every link that looks
+ * slow, and the fastest, is timed SMOKE_RECHECK_ROUNDS more times (one
+ * transfer each way, in its phase; every rank takes part, since all have
+ * the same figures and so the same list), and counts with the median of
+ * its three timings.  A throttled node stays slow in all three. */
+static int links_recheck(struct rank *k, size_t count, float *tiny, np_error *err)
+{
+	const struct gpu_nccl_api *n = &k->l->nccl;
+	int w = k->o->world;
+	bool again[SMOKE_RING_MAX];
+	if (smoke_links_recheck(k->r, again) == 0)
+		return 0;
+	/* mine: [round][prev -> me, next -> me] */
+	float mine[SMOKE_RECHECK_ROUNDS][2], *all = NULL, *dev = NULL;
+	for (int round = 0; round < SMOKE_RECHECK_ROUNDS; round++) {
+		double in_prev = 0, in_next = 0;
+		if (link_phases(k, again, count, tiny, 1, &in_prev, &in_next, err) < 0)
+			return -1;
+		mine[round][0] = (float)in_prev;
+		mine[round][1] = (float)in_next;
+	}
+	size_t slot = sizeof(mine);
 	int ret = -1;
-	cudaError_t ce = k->l->cuda.Malloc((void **)&recv, (size_t)bytes);
-	if (ce == cudaSuccess)
-		ce = k->l->cuda.Malloc((void **)&all, (size_t)w * sizeof(float) + sizeof(float));
+	cudaError_t ce = k->l->cuda.Malloc((void **)&dev, slot * (size_t)(w + 1));
+	all = ce == cudaSuccess ? calloc((size_t)w, slot) : NULL;
+	if (ce != cudaSuccess || !all) {
+		np_error_set(err, NP_ESMOKE, ce != cudaSuccess ? 0 : ENOMEM, "cannot allocate the recheck buffers%s%s",
+			     ce != cudaSuccess ? ": " : "", ce != cudaSuccess ? k->l->cuda.GetErrorString(ce) : "");
+		goto out;
+	}
+	ce = k->l->cuda.Memcpy(dev, mine, slot, cudaMemcpyHostToDevice);
 	if (ce != cudaSuccess) {
-		np_error_set(err, NP_ESMOKE, 0, "cannot allocate the ring buffers: %s",
+		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+		goto out;
+	}
+	if (launched(k, n->AllGather(dev, (char *)dev + slot, slot, ncclUint8, k->comm, k->stream),
+		     "link recheck all-gather", err) < 0)
+		goto out;
+	ce = k->l->cuda.Memcpy(all, (char *)dev + slot, slot * (size_t)w, cudaMemcpyDeviceToHost);
+	if (ce != cudaSuccess) {
+		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+		goto out;
+	}
+	struct smoke_link t[SMOKE_RING_MAX][SMOKE_RECHECK_ROUNDS];
+	memset(t, 0, sizeof(t));
+	for (int r = 0; r < w; r++) {
+		const float(*f)[2] = (const float(*)[2])((const char *)all + (size_t)r * slot);
+		for (int round = 0; round < SMOKE_RECHECK_ROUNDS; round++) {
+			/* rank r received link r-1's fwd and link r's rev */
+			t[(r + w - 1) % w][round].fwd_gbps = f[round][0] >= 0 ? f[round][0] : 0;
+			t[r][round].rev_gbps = f[round][1] >= 0 ? f[round][1] : 0;
+		}
+	}
+	for (int l = 0; l < w; l++)
+		if (again[l])
+			smoke_link_settle(&k->r->links[l], t[l]);
+	ret = 0;
+out:
+	free(all);
+	if (ret == 0 && dev)
+		k->l->cuda.Free(dev);
+	return ret;
+}
+
+/* Every ring link on its own.  A grouped send to rank+1 and receive from
+ * rank-1 completes when its slower half does (NCCL runs a group as one
+ * operation on the stream), and one slow node touches two ring links, so
+ * timing all links at once makes every link of a small ring look slow.
+ * Instead, in phases of disjoint pairs (gpu_link_phase), each direction
+ * of each link is timed at its receiver while nothing else runs on
+ * either end.  Then one all-gather gives every rank every figure (and
+ * every rank's label). */
+static int links_run(struct rank *k, long bytes, np_error *err)
+{
+	const struct gpu_nccl_api *n = &k->l->nccl;
+	int w = k->o->world;
+	size_t count = (size_t)bytes / sizeof(float);
+	bool labels = w <= SMOKE_LABELS_MAX;
+	size_t lab = labels ? SMOKE_LABEL_MAX : 0;
+	/* mine: [fwd into me from prev, rev into me from next], then the label */
+	size_t slot = 2 * sizeof(float) + lab;
+	char *dev = NULL, *all = NULL, *host = NULL;
+	float *tiny = NULL;
+	int ret = -1;
+	int64_t t0 = np_now_ms();
+	cudaError_t ce = k->l->cuda.Malloc((void **)&dev, slot * (size_t)(w + 1));
+	if (ce == cudaSuccess)
+		ce = k->l->cuda.Malloc((void **)&tiny, 2 * sizeof(float));
+	if (ce != cudaSuccess) {
+		np_error_set(err, NP_ESMOKE, 0, "cannot allocate the link buffers: %s",
 			     k->l->cuda.GetErrorString(ce));
 		goto out;
 	}
-	mine = all + w; /* one float after the gathered ones */
-	double best = 0;
-	for (int it = 0; it < 3; it++) {
-		double t0 = np_now_us();
-		ncclResult_t nr = n->GroupStart();
-		if (nr == ncclSuccess)
-			nr = n->Send(k->dev, count, ncclFloat32, (me + 1) % w, k->comm, k->stream);
-		if (nr == ncclSuccess)
-			nr = n->Recv(recv, count, ncclFloat32, (me + w - 1) % w, k->comm, k->stream);
-		ncclResult_t ge = n->GroupEnd();
-		if (nr != ncclSuccess) {
-			nccl_fail(k, nr, "ring step", err);
-			goto out;
-		}
-		if (ge == ncclInProgress ? wait_comm(k, "ring step", err) < 0
-					 : ge != ncclSuccess ? nccl_fail(k, ge, "ring step", err) < 0 : 0)
-			goto out;
-		if (wait_stream(k, "ring step", err) < 0)
-			goto out;
-		double us = np_now_us() - t0;
-		double gbps = us > 0 ? (double)bytes / (us * 1e3) : 0;
-		if (gbps > best)
-			best = gbps;
-	}
-	float f = (float)best;
-	ce = k->l->cuda.Memcpy(mine, &f, sizeof(f), cudaMemcpyHostToDevice);
-	if (ce != cudaSuccess) {
-		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+	all = dev + slot; /* dev: this rank's slot, then everyone's */
+	double in_prev = 0, in_next = 0;
+	if (link_phases(k, NULL, count, tiny, GPU_RING_ITERS, &in_prev, &in_next, err) < 0)
 		goto out;
-	}
-	ncclResult_t nr = n->AllGather(mine, all, 1, ncclFloat32, k->comm, k->stream);
-	if (nr == ncclInProgress ? wait_comm(k, "ring all-gather", err) < 0
-				 : nr != ncclSuccess ? nccl_fail(k, nr, "ring all-gather", err) < 0 : 0)
-		goto out;
-	if (wait_stream(k, "ring all-gather", err) < 0)
-		goto out;
-	float *host = malloc((size_t)w * sizeof(float));
+	/* link_dir fills only what this rank received: in_prev is prev -> me
+	 * (link prev's fwd), in_next is next -> me (link me's rev). */
+	host = calloc(1, slot * (size_t)(w + 1));
 	if (!host) {
-		np_error_set(err, NP_EINTERNAL, ENOMEM, "ring figures");
+		np_error_set(err, NP_EINTERNAL, ENOMEM, "link figures");
 		goto out;
 	}
-	ce = k->l->cuda.Memcpy(host, all, (size_t)w * sizeof(float), cudaMemcpyDeviceToHost);
-	for (int i = 0; ce == cudaSuccess && i < w; i++)
-		k->r->ring_gbps[i] = host[i];
-	free(host);
+	float f[2] = { (float)in_prev, (float)in_next };
+	memcpy(host, f, sizeof(f));
+	if (labels)
+		snprintf(host + 2 * sizeof(float), lab, "%s", k->o->label ? k->o->label : "");
+	ce = k->l->cuda.Memcpy(dev, host, slot, cudaMemcpyHostToDevice);
 	if (ce != cudaSuccess) {
 		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
 		goto out;
 	}
-	k->r->n_ring = (size_t)w;
+	if (launched(k, n->AllGather(dev, all, slot, ncclUint8, k->comm, k->stream), "link all-gather",
+		     err) < 0)
+		goto out;
+	ce = k->l->cuda.Memcpy(host, all, slot * (size_t)w, cudaMemcpyDeviceToHost);
+	if (ce != cudaSuccess) {
+		np_error_set(err, NP_ESMOKE, 0, "cudaMemcpy: %s", k->l->cuda.GetErrorString(ce));
+		goto out;
+	}
+	for (int r = 0; r < w; r++) {
+		const char *s = host + (size_t)r * slot;
+		memcpy(f, s, sizeof(f));
+		/* rank r received link r-1's fwd and link r's rev */
+		k->r->links[(r + w - 1) % w].fwd_gbps = f[0] >= 0 ? f[0] : 0;
+		k->r->links[r].rev_gbps = f[1] >= 0 ? f[1] : 0;
+		if (labels) {
+			char t[SMOKE_LABEL_MAX];
+			memcpy(t, s + 2 * sizeof(float), sizeof(t));
+			t[sizeof(t) - 1] = '\0';
+			np_text_clean(k->r->labels[r], sizeof(k->r->labels[r]), t, NP_TEXT_ASCII);
+		}
+	}
+	k->r->n_links = (size_t)w;
+	k->r->n_labels = labels ? (size_t)w : 0;
+	if (links_recheck(k, count, tiny, err) < 0)
+		goto out;
+	k->r->links_ms = np_now_ms() - t0;
 	ret = 0;
 out:
-	if (ret == 0) {
-		k->l->cuda.Free(recv);
-		k->l->cuda.Free(all);
+	free(host);
+	if (ret == 0) { /* after a failure the communicator may still use them */
+		k->l->cuda.Free(dev);
+		k->l->cuda.Free(tiny);
 	}
 	return ret;
 }
@@ -348,8 +494,8 @@ int gpu_rank_run(const struct gpu_libs *l, const struct gpu_run_opts *o,
 		if (r->sizes[i].wrong)
 			break;
 	}
-	if (o->world >= 3 && o->world <= SMOKE_RING_MAX && r->n_sizes && !r->sizes[r->n_sizes - 1].wrong &&
-	    ring_run(&k, max < GPU_RING_BYTES ? max : GPU_RING_BYTES, err) < 0)
+	if (!o->no_links && o->world >= 3 && o->world <= SMOKE_RING_MAX && r->n_sizes && !r->sizes[r->n_sizes - 1].wrong &&
+	    links_run(&k, max < GPU_RING_BYTES ? max : GPU_RING_BYTES, err) < 0)
 		goto out;
 	r->phase = SMOKE_PHASE_DONE;
 	ret = 0;

@@ -6,11 +6,16 @@
  * NCCL_SOCKET_IFNAME of one character or less as unset (socket.cc,
  * ncclFindInterfaces: `if (env && strlen(env) > 1)`) and then picks an
  * interface by itself, which is the failure nicpick exists to prevent.
- * Gloo and TensorPipe read only the environment. */
+ * Gloo has the same rule: ProcessGroupGloo::Options::create_default uses
+ * GLOO_SOCKET_IFNAME only `if (ifnameEnv && ifnameEnv->size() > 1)`, else
+ * the device the hostname resolves to (pytorch,
+ * torch/csrc/distributed/c10d/ProcessGroupGloo.cpp).  Gloo and TensorPipe
+ * read only the environment. */
 #include <stdio.h>
 #include <string.h>
 
 #include "jobs/jobs.h"
+#include "jobs/jobs_priv.h"
 
 static const char *const checked[] = {
 	"NCCL_SOCKET_IFNAME",
@@ -60,10 +65,7 @@ static bool under(const char *path, const char *dir, const char **rest)
 	return true;
 }
 
-/* Where this container sees out_dir/nccl.conf: through the volume an init
- * container mounts out_dir from.  0: found, 1: out_dir is in no volume (the
- * path cannot be known), -1: the container does not mount that volume. */
-static int conf_path(const struct jobs_pod *p, const struct jobs_container *c, const char *out_dir,
+int jobs_conf_path(const struct jobs_pod *p, const struct jobs_container *c, const char *out_dir,
 		     char *buf, size_t len, const char **volume)
 {
 	for (size_t i = 0; i < p->n_containers; i++) {
@@ -97,7 +99,7 @@ static void check_conf_file(const struct jobs_pod *p, const struct jobs_containe
 		return;
 	char want[1100];
 	const char *volume = NULL;
-	int where = conf_path(p, c, out_dir, want, sizeof(want), &volume);
+	int where = jobs_conf_path(p, c, out_dir, want, sizeof(want), &volume);
 	if (e->from_ref) {
 		add(w, c, e, where == 0 ? want : NULL,
 		    "set through valueFrom: nicpick cannot see whether NCCL reads its nccl.conf");
@@ -132,6 +134,9 @@ void jobs_envcheck(const struct jobs_pod *p, const struct jobs_vars *env, const 
 			else if (strcmp(checked[k], "NCCL_SOCKET_IFNAME") == 0 && strlen(e->value) <= 1)
 				add(w, c, e, mine,
 				    "NCCL ignores a value of one character or less and picks an interface by itself");
+			else if (strcmp(checked[k], "GLOO_SOCKET_IFNAME") == 0 && strlen(e->value) <= 1)
+				add(w, c, e, mine,
+				    "Gloo ignores a value of one character or less and uses the address the hostname resolves to");
 			else if (!mine)
 				add(w, c, e, NULL,
 				    strcmp(checked[k], "NCCL_IB_HCA") == 0

@@ -53,12 +53,18 @@ struct jobs_mount {
 	bool has_sub_path;
 };
 
+#define JOBS_ENV_FROM_MAX 8
+
 struct jobs_container {
 	char name[JOBS_VALUE_MAX];
 	bool init; /* an init container */
 	bool sources_nccl_env; /* its command line mentions nccl.env */
 	struct jobs_env *env;
 	size_t n_env;
+	/* envFrom: "configMap NAME", "secret NAME" (with " prefix P"): values
+	 * nicpick cannot see */
+	size_t n_env_from;
+	char env_from[JOBS_ENV_FROM_MAX][JOBS_VALUE_MAX + 32];
 	struct jobs_mount *mounts;
 	size_t n_mounts;
 };
@@ -173,6 +179,44 @@ void jobs_envcheck(const struct jobs_pod *p, const struct jobs_vars *env, const 
  * a configuration error, like a bad flag). */
 int jobs_envcheck_pod(const json_t *pod, const struct jobs_vars *env, const char *out_dir,
 		      bool strict, struct jobs_env_warnings *w, np_error *err);
+/* --- how the training containers get nicpick's variables (train.c) --- */
+
+enum jobs_delivery {
+	JOBS_DELIVERY_UNSEEN, /* no training container shows how: tested as env */
+	JOBS_DELIVERY_ENV,    /* its command sources nccl.env */
+	JOBS_DELIVERY_FILE,   /* NCCL_CONF_FILE names nicpick's nccl.conf, and
+			       * the command does not source nccl.env */
+};
+const char *jobs_delivery_name(enum jobs_delivery d); /* "unseen", "env", "file" */
+
+#define JOBS_TRAIN_VARS_MAX 32
+#define JOBS_TRAIN_UNKNOWN_MAX 16
+#define JOBS_TRAIN_NAMES_MAX 8
+
+/* The training container whose delivery the smoke test reproduces. */
+struct jobs_train {
+	enum jobs_delivery delivery;
+	char container[JOBS_VALUE_MAX]; /* "" when none was found */
+	char why[512];                  /* how nicpick knows, in words */
+	char conf_path[1024];           /* file: NCCL_CONF_FILE as it sets it */
+	char env_path[1040];            /* where it sees nccl.env ("" unknown) */
+	/* its literal NCCL_*, GLOO_* and TP_* values, as NCCL will see them:
+	 * they win over nccl.conf, and an empty value stays set */
+	size_t n_vars;
+	struct jobs_env vars[JOBS_TRAIN_VARS_MAX];
+	/* what it sets that nicpick cannot see: "NCCL_IB_HCA (valueFrom)",
+	 * "envFrom configMap nccl-settings" */
+	size_t n_unknown;
+	char unknown[JOBS_TRAIN_UNKNOWN_MAX][JOBS_VALUE_MAX + 48];
+};
+
+/* Pure.  The training containers are those named in names (n_names > 0;
+ * a name the pod lacks is NP_EUSAGE), else the main containers that mount
+ * the volume an init container writes out_dir to.  The first of them is
+ * the one tested; the others are named in why when they differ. */
+int jobs_train_find(const struct jobs_pod *p, const char *out_dir, const char *const *names,
+		    size_t n_names, struct jobs_train *t, np_error *err);
+
 /* "container train sets NCCL_SOCKET_IFNAME='' (...)": one line. */
 void jobs_env_warning_text(const struct jobs_env_warning *w, char *buf, size_t len);
 

@@ -102,6 +102,19 @@ static int parse_container(const json_t *c, bool init, struct jobs_container *ou
 		if (j == out->n_env)
 			out->n_env++;
 	}
+	const json_t *from = json_object_get(c, "envFrom"), *f;
+	json_array_foreach(from, i, f) {
+		if (out->n_env_from == JOBS_ENV_FROM_MAX)
+			break;
+		const json_t *cm = json_object_get(f, "configMapRef"), *sec = json_object_get(f, "secretRef");
+		const char *name = json_string_value(json_object_get(cm ? cm : sec, "name"));
+		const char *prefix = json_string_value(json_object_get(f, "prefix"));
+		if (!cm && !sec)
+			continue;
+		snprintf(out->env_from[out->n_env_from++], sizeof(out->env_from[0]), "%s %.*s%s%.*s",
+			 cm ? "configMap" : "secret", JOBS_VALUE_MAX - 1, name ? name : "?",
+			 prefix && *prefix ? " prefix " : "", 16, prefix && *prefix ? prefix : "");
+	}
 	const json_t *mounts = json_object_get(c, "volumeMounts"), *m;
 	n = json_array_size(mounts);
 	out->mounts = calloc(n ? n : 1, sizeof(*out->mounts));

@@ -178,7 +178,8 @@ int outputs_render_conf(const struct outputs_env *env, char **out, np_error *err
 		return np_error_set(err, NP_EINTERNAL, errno, "rendering nccl.conf");
 	/* Only NCCL_* keys: NCCL exports every key of the file, but Gloo and
 	 * TensorPipe read theirs before NCCL ever starts, so they live in
-	 * nccl.env only. */
+	 * nccl.env only.  No '=' in a comment: NCCL before 2.26.2 skips a '#'
+	 * line only because it has none (param.cc, setEnvFile). */
 	bool ok = fprintf(f,
 			  "# written by nicpick %s\n"
 			  "# read by NCCL via NCCL_CONF_FILE; variables already set in the "

@@ -236,11 +236,55 @@ static json_t *log_json(const struct smoke_log *l)
 	return o;
 }
 
+/* Every ring link each way, and the nodes they name. */
+static json_t *links_json(const struct smoke_report *s)
+{
+	const struct smoke_result *r = &s->result;
+	json_t *links = json_array(), *named = json_array();
+	for (size_t i = 0; links && i < r->n_links; i++)
+		json_array_append_new(links, json_pack("{s:I, s:I, s:f, s:f, s:b, s:b}", "from", (json_int_t)i,
+						       "to", (json_int_t)((i + 1) % r->n_links), "gbps",
+						       r->links[i].fwd_gbps, "back_gbps",
+						       r->links[i].rev_gbps, "slow", s->links.slow[i],
+						       "rechecked", r->links[i].rechecked));
+	for (size_t i = 0; named && i < s->links.n_named; i++) {
+		int rk = s->links.named[i];
+		json_array_append_new(named, json_pack("{s:i, s:s, s:s}", "rank", rk, "label",
+						       (size_t)rk < r->n_labels ? r->labels[rk] : "", "why",
+						       s->links.both[i] ? "both ring links slow"
+									: "one end of a slow link"));
+	}
+	return json_pack("{s:o, s:I, s:f, s:f, s:o, s:s, s:s}", "ring", links, "time_ms",
+			 (json_int_t)r->links_ms, "fastest_gbps", s->links.ref_gbps, "slow_below",
+			 SMOKE_SLOW_LINK_FRACTION, "named", named, "verdict", s->links_text, "on_slow",
+			 s->slow_link_fails ? "fail" : "warn");
+}
+
+/* Which delivery the proof tested, and where each variable came from. */
+static json_t *delivery_json(const struct smoke_report *s)
+{
+	json_t *vars = json_array(), *unknown = json_array();
+	for (size_t i = 0; vars && i < s->n_sources; i++)
+		json_array_append_new(vars, json_pack("{s:s, s:s, s:s}", "variable", s->sources[i].var,
+						      "value", s->sources[i].value, "from",
+						      s->sources[i].from));
+	for (size_t i = 0; unknown && i < s->n_unknown; i++)
+		json_array_append_new(unknown, json_string(s->unknown[i]));
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "tested", s->delivery, "container",
+			      s->train_container, "why", s->delivery_why, "variables", vars,
+			      "unknown_to_the_proof", unknown);
+	if (o && s->floor[0])
+		json_object_set_new(o, "nccl_floor_warning", json_string(s->floor));
+	return o;
+}
+
 json_t *select_decision_smoke_json(const struct smoke_report *s)
 {
 	json_t *o = json_pack("{s:s, s:o, s:i, s:i, s:s}", "status", smoke_status_name(s->status),
 			      "reason", log_text(s->reason), "rank", s->rank, "world", s->world,
 			      "comm_id", s->comm_id);
+	if (o && s->delivery[0])
+		json_object_set_new(o, "delivery", delivery_json(s));
 	if (!o || !s->ran)
 		return o;
 	const struct smoke_result *r = &s->result;
@@ -263,15 +307,8 @@ json_t *select_decision_smoke_json(const struct smoke_report *s)
 	json_object_set_new(o, "gpu", json_pack("{s:s, s:s, s:i}", "model", r->gpu, "bus",
 						r->gpu_bus, "visible", r->gpu_count));
 	json_object_set_new(o, "nccl_log", log_json(&s->log));
-	if (r->n_ring) {
-		json_t *ring = json_array();
-		for (size_t i = 0; ring && i < r->n_ring; i++)
-			json_array_append_new(ring, json_real(r->ring_gbps[i]));
-		json_object_set_new(o, "ring_in_gbps", ring);
-	}
-	if (s->suspect >= 0)
-		json_object_set_new(o, "suspect", json_pack("{s:i, s:s}", "rank", s->suspect, "text",
-							     s->suspect_text));
+	if (r->n_links)
+		json_object_set_new(o, "links", links_json(s));
 	if (s->debug_dir[0])
 		json_object_set_new(o, "nccl_debug_dir", json_string(s->debug_dir));
 	if (s->not_proven[0])

@@ -12,6 +12,7 @@
 #include "outputs/outputs.h"
 #include "util/clock.h"
 #include "util/cancel.h"
+#include "util/text.h"
 
 #define PUBLISH_RESERVE_MS 2000
 #define PUBLISH_STOPPED_MS 600
@@ -95,30 +96,15 @@ static void choose_rdma(const struct nic_list *l, const struct nic *const *rails
 	}
 }
 
-/* The gatherer names a rank: its pod and address on the agreed rail. */
-static void rank_name(void *ud, int rank, char *buf, size_t len)
+/* This pod as the link verdict names it: pod, node and agreed address. */
+static void own_label(const struct select_result *r, char *buf, size_t len)
 {
-	const struct select_result *r = ud;
-	const struct agree_rail *rail = &r->ex.decision.rails[0];
-	const char *gatherer = NULL;
-	for (size_t i = 0; i < rail->n_assign; i++) {
-		struct agree_rank rk;
-		np_error e = { 0 };
-		if (!gatherer) {
-			/* rank 0 is the gatherer: the pod whose address is the root */
-			for (size_t j = 0; j < rail->n_assign; j++)
-				if (strcmp(rail->assign[j].addr, r->ex.root_addr) == 0)
-					gatherer = rail->assign[j].pod;
-			if (!gatherer)
-				break;
-		}
-		if (agree_rail_rank(rail, gatherer, rail->assign[i].pod, &rk, &e) == 0 &&
-		    rk.rank == rank) {
-			snprintf(buf, len, "%s, %s", rail->assign[i].pod, rail->assign[i].addr);
-			return;
-		}
-	}
-	buf[0] = '\0';
+	const char *pod = json_string_value(json_object_get(json_object_get(r->ex.pod, "metadata"), "name"));
+	const char *node = json_string_value(json_object_get(json_object_get(r->ex.pod, "spec"), "nodeName"));
+	char raw[256];
+	snprintf(raw, sizeof(raw), "%s (node %s, %s)", pod ? pod : "?", node && *node ? node : "?",
+		 r->ex.addr);
+	np_text_clean(buf, len, raw, NP_TEXT_ASCII);
 }
 
 /* One run of the flow: the options, what it found so far, and what the
@@ -138,6 +124,7 @@ struct run {
 	size_t n_rails;
 	const struct nic *rails[EXCHANGE_RAILS_MAX];
 	char rail_list[EXCHANGE_RAILS_MAX * IFNAMSIZ]; /* "eth1,eth2" */
+	char label[SMOKE_LABEL_MAX];
 	/* The outputs */
 	char hca[512];
 	struct outputs_choice choice;
@@ -174,9 +161,10 @@ static void smoke_info(struct run *x, struct agree_gpu *gpu)
 {
 	const struct select_opts *o = x->o;
 	memset(gpu, 0, sizeof(*gpu));
-	if (o->smoke.mode != SELECT_SMOKE_OFF &&
-	    (!select_smoke_info(&o->smoke, &o->ctx, gpu, x->here, sizeof(x->here)) ||
-	     (!gpu->smoke[0] && x->here[0]))) {
+	/* Also with --smoke off: the job's NCCL floor (a training container
+	 * that reads only nccl.conf) is checked from the reports' versions. */
+	bool known = select_smoke_info(&o->smoke, &o->ctx, gpu, x->here, sizeof(x->here));
+	if (o->smoke.mode != SELECT_SMOKE_OFF && (!known || (!gpu->smoke[0] && x->here[0]))) {
 		char line[NP_ERR_MSG_MAX + 64];
 		snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", x->here);
 		say(x, EXCHANGE_WARN, line);
@@ -200,6 +188,9 @@ static int agree(struct run *x, np_error *err)
 	struct exchange_opts xo = exchange_opts(x);
 	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
 	xo.gpu = gpu.has ? &gpu : NULL;
+	xo.out_dir = o->out_dir;
+	xo.train_names = o->smoke.train_names;
+	xo.n_train_names = o->smoke.n_train_names;
 	/* The end of the deadline is kept for saying on the pod why it failed. */
 	int64_t left = xo.deadline_ms - np_now_ms();
 	xo.deadline_ms -= left / 10 < PUBLISH_RESERVE_MS ? left / 10 : PUBLISH_RESERVE_MS;
@@ -254,9 +245,12 @@ static int agree(struct run *x, np_error *err)
 		.root_pod = r->ex.root_pod,
 		.min_mbps = r->ex.min_mbps,
 		.job_skip = r->ex.smoke_skip,
-		.rank_name = r->ex.has_decision && r->ex.decision.n_rails ? rank_name : NULL,
-		.rank_ud = r,
+		.label = x->label,
+		.train = &r->ex.train,
+		.floor = r->ex.floor,
 	};
+	if (r->ex.pod)
+		own_label(r, x->label, sizeof(x->label));
 	return 0;
 }
 
@@ -427,7 +421,6 @@ static void publish(struct run *x, int status, const char *msg)
 		.min_busbw = s->min_busbw > 0 ? s->min_busbw : 0,
 		.nccl = s->ran ? s->result.nccl_version : 0,
 		.warnings = (int)r->env_warnings.n,
-		.suspect_rank = -1,
 	};
 	if (!ok)
 		snprintf(oc.reason, sizeof(oc.reason), "%s", msg);
@@ -435,12 +428,14 @@ static void publish(struct run *x, int status, const char *msg)
 		oc.has_busbw = true;
 		oc.busbw = s->result.sizes[s->result.n_sizes - 1].busbw_gbps;
 	}
-	if (s->ran && s->suspect >= 0 && s->suspect_text[0]) {
-		const char *t = s->suspect_text;
-		if (strncmp(t, "suspect: ", 9) == 0) /* the field says it */
-			t += 9;
-		snprintf(oc.suspect, sizeof(oc.suspect), "%s", t);
-		oc.suspect_rank = s->suspect;
+	if (s->ran && s->links.n_named && s->links_text[0]) {
+		snprintf(oc.suspect, sizeof(oc.suspect), "%s", s->links_text);
+		for (size_t i = 0; i < s->links.n_named && i < EXCHANGE_SUSPECTS_MAX; i++) {
+			if (s->links.both[i])
+				oc.slow_nodes[oc.n_slow_nodes++] = s->links.named[i];
+			else
+				oc.slow_link_ends[oc.n_slow_link_ends++] = s->links.named[i];
+		}
 	}
 	if (r->env_warnings.n)
 		jobs_env_warning_text(&r->env_warnings.v[0], oc.warning, sizeof(oc.warning));
@@ -478,6 +473,10 @@ static void selected_text(const struct run *x, char *msg, size_t len)
 	if (r->ex.versions[0]) {
 		size_t n = strlen(msg);
 		snprintf(msg + n, len - n, "; warning: the job's pods differ: %s", r->ex.versions);
+	}
+	if (r->ex.floor[0]) {
+		size_t n = strlen(msg);
+		snprintf(msg + n, len - n, "; warning: %s", r->ex.floor);
 	}
 	if (r->env_warnings.n) {
 		size_t n = strlen(msg);

@@ -44,6 +44,14 @@ struct select_smoke_opts {
 	long bytes;       /* the largest all-reduce (0: SMOKE_DEFAULT_BYTES) */
 	int timeout_s;    /* the smoke step's own bound, within the deadline */
 	double min_busbw; /* GB/s; 0: a default from the agreed link speed */
+	bool slow_link_fail; /* --slow-link fail: a slow node the ring links
+			      * name fails the step (default: a warning) */
+	bool no_links;    /* busbw only, no ring link timing (the --tune
+			   * sweep's runs: the smoke step judged the links) */
+	/* --train-container NAME...: the containers whose delivery the proof
+	 * reproduces (none: those that mount the out-dir) */
+	const char *train_names[JOBS_TRAIN_NAMES_MAX];
+	size_t n_train_names;
 	bool nccl_debug;  /* keep NCCL's log in the out-dir, and make
 			   * training log the same way */
 	/* Where nicpick-smoke is and what it starts from (cmd fills these;
@@ -182,10 +190,15 @@ struct select_smoke_plan {
 	 * no-gpu"), from the gatherer; "" or NULL: decide on this pod alone. */
 	const char *job_skip;
 	const char *here; /* ... and why not on this pod, "" or NULL: it can */
-	/* Optional: a rank's pod and address, to name a suspect link (the
-	 * gatherer knows every pod's; NULL elsewhere). */
-	void (*rank_name)(void *ud, int rank, char *buf, size_t len);
-	void *rank_ud;
+	/* This pod, its node and its agreed address, as the other ranks
+	 * name it in the link verdict ("job-w-2 (node node-c, 10.9.0.3)"). */
+	const char *label;
+	/* How the training container gets the variables (NULL: not known,
+	 * tested through the environment). */
+	const struct jobs_train *train;
+	/* Job-wide: pods whose NCCL ignores the nccl.conf their training
+	 * reads (agree_versions.floor); "" or NULL none. */
+	const char *floor;
 };
 
 /* `nicpick smoke` alone: the plan and the environment, from a finished

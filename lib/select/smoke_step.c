@@ -147,24 +147,125 @@ static int skip(struct smoke_report *rep, const char *why)
 	return 0;
 }
 
-/* With three or more pods, the incoming ring link much slower than the
- * rest, named by rank (and by pod and address where this pod knows them). */
-static void name_suspect(const struct select_smoke_plan *p, struct smoke_report *rep)
+/* With three or more pods: the nodes the ring links name, by the labels
+ * the ranks gave themselves (every pod names the same ones). */
+static void name_slow(struct smoke_report *rep)
 {
-	double gbps = 0, median = 0;
-	rep->suspect = rep->ran ? smoke_ring_suspect(&rep->result, &gbps, &median) : -1;
-	if (rep->suspect < 0)
+	if (!rep->ran)
 		return;
-	int s = rep->suspect, from = (s + rep->world - 1) % rep->world;
-	char a[160] = "", b[160] = "";
-	if (p->rank_name) {
-		p->rank_name(p->rank_ud, s, a, sizeof(a));
-		p->rank_name(p->rank_ud, from, b, sizeof(b));
+	smoke_links_judge(&rep->result, &rep->links);
+	smoke_links_text(&rep->result, &rep->links, rep->links_text, sizeof(rep->links_text));
+}
+
+/* Variables the smoke test sets itself, whatever training sets. */
+static bool smoke_own(const char *key)
+{
+	return strncmp(key, "NCCL_DEBUG", 10) == 0 || strcmp(key, "NCCL_COMM_ID") == 0 ||
+	       strcmp(key, "NCCL_CONF_FILE") == 0;
+}
+
+static const char *env_value(const struct outputs_env *env, const char *key)
+{
+	for (size_t i = 0; i < env->n; i++)
+		if (strcmp(env->vars[i].key, key) == 0)
+			return env->vars[i].value;
+	return NULL;
+}
+
+static void source(struct smoke_report *rep, const char *var, const char *value, const char *from)
+{
+	if (rep->n_sources == SMOKE_SOURCES_MAX)
+		return;
+	struct smoke_source *s = &rep->sources[rep->n_sources++];
+	snprintf(s->var, sizeof(s->var), "%s", var);
+	np_text_clean(s->value, sizeof(s->value), value, NP_TEXT_ASCII);
+	snprintf(s->from, sizeof(s->from), "%s", from);
+}
+
+/* Which delivery the proof tests, recorded also when it is skipped. */
+static void describe_delivery(const struct select_smoke_plan *p, struct smoke_report *rep)
+{
+	const struct jobs_train *t = p->train;
+	snprintf(rep->delivery, sizeof(rep->delivery), "%s",
+		 jobs_delivery_name(t ? t->delivery : JOBS_DELIVERY_UNSEEN));
+	snprintf(rep->delivery_why, sizeof(rep->delivery_why), "%s",
+		 t ? t->why : "no pod object to read (not --peers k8s): tested through the environment");
+	snprintf(rep->train_container, sizeof(rep->train_container), "%s", t ? t->container : "");
+	rep->n_unknown = 0;
+	for (size_t i = 0; t && i < t->n_unknown && i < sizeof(rep->unknown) / sizeof(rep->unknown[0]); i++)
+		snprintf(rep->unknown[rep->n_unknown++], sizeof(rep->unknown[0]), "%s", t->unknown[i]);
+}
+
+#define DELIVERY_VARS (2 * (OUTPUTS_VARS_MAX + JOBS_TRAIN_VARS_MAX + 1) + 1)
+
+struct delivery {
+	const char *vars[DELIVERY_VARS];
+	const char *unset[OUTPUTS_VARS_MAX + 1];
+	char conf[SMOKE_PATH_MAX + 16];
+};
+
+/* What the companion gets, the way the training container will get it
+ * (lib/jobs/train.c):
+ *   file:  NCCL_CONF_FILE names a copy of the nccl.conf about to be
+ *          written, and none of nicpick's variables is in the environment;
+ *          the container's literal values are set on top, as NCCL sees
+ *          them (setEnvFile never overwrites a set variable);
+ *   env:   nicpick's variables in the environment (nccl.env, sourced in
+ *          the command, sets them after the container's env), and the
+ *          container's other literal values.
+ * The sources go into rep. */
+static int deliver(const struct select_smoke_plan *p, const struct outputs_env *env,
+		   const char *log_dir, struct delivery *d, struct smoke_report *rep, np_error *err)
+{
+	const struct jobs_train *t = p->train;
+	bool file = t && t->delivery == JOBS_DELIVERY_FILE;
+	size_t nv = 0, nu = 0;
+	if (file) {
+		char *conf = NULL;
+		if (outputs_render_conf(env, &conf, err) < 0)
+			return -1;
+		snprintf(d->conf, sizeof(d->conf), "%s/nccl.conf", log_dir);
+		FILE *f = fopen(d->conf, "w");
+		bool ok = f && fputs(conf, f) >= 0;
+		if (f && fclose(f) != 0)
+			ok = false;
+		free(conf);
+		if (!ok)
+			return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s", d->conf);
+		d->vars[nv++] = "NCCL_CONF_FILE";
+		d->vars[nv++] = d->conf;
+		for (size_t i = 0; i < env->n; i++)
+			d->unset[nu++] = env->vars[i].key;
 	}
-	snprintf(rep->suspect_text, sizeof(rep->suspect_text),
-		 "suspect: the link into rank %d%s%s%s from rank %d%s%s%s carries %.2f GB/s, the ring's median is %.2f GB/s",
-		 s, a[0] ? " (" : "", a, a[0] ? ")" : "", from, b[0] ? " (" : "", b, b[0] ? ")" : "",
-		 gbps, median);
+	for (size_t i = 0; i < env->n; i++) {
+		const char *key = env->vars[i].key;
+		if (smoke_own(key))
+			continue;
+		const struct jobs_env *c = NULL;
+		for (size_t j = 0; t && j < t->n_vars && !c; j++)
+			if (strcmp(t->vars[j].name, key) == 0)
+				c = &t->vars[j];
+		if (file) {
+			/* Gloo and TensorPipe are not in nccl.conf: only nccl.env has them */
+			if (!c && strncmp(key, "NCCL_", 5) == 0)
+				source(rep, key, env->vars[i].value, "nccl.conf");
+			continue;
+		}
+		d->vars[nv++] = key;
+		d->vars[nv++] = env->vars[i].value;
+		source(rep, key, env->vars[i].value, "nicpick");
+	}
+	for (size_t j = 0; t && j < t->n_vars; j++) {
+		const struct jobs_env *c = &t->vars[j];
+		if (smoke_own(c->name) || (!file && env_value(env, c->name)))
+			continue; /* env delivery: nccl.env, sourced after, wins */
+		d->vars[nv++] = c->name;
+		d->vars[nv++] = c->value;
+		source(rep, c->name, c->value, "container");
+	}
+	d->vars[nv] = NULL;
+	d->unset[nu] = NULL;
+	return 0;
 }
 
 int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx, const char *out_dir,
@@ -173,12 +274,25 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 {
 	bool required = o->mode == SELECT_SMOKE_REQUIRED;
 	int64_t t0 = np_now_ms();
-	rep->suspect = -1;
 	rep->rank = p->rank;
 	rep->world = p->world;
 	snprintf(rep->comm_id, sizeof(rep->comm_id), "%s", p->comm_id);
 	snprintf(rep->ifname, sizeof(rep->ifname), "%s", p->ifname ? p->ifname : "");
 	snprintf(rep->ib_hca, sizeof(rep->ib_hca), "%s", p->ib_hca ? p->ib_hca : "");
+	describe_delivery(p, rep);
+	/* A pod whose training reads only nccl.conf on an NCCL that ignores
+	 * NCCL_CONF_FILE: the proof would pass and training would not use the
+	 * network.  Job-wide, before any all-reduce. */
+	if (p->floor && p->floor[0]) {
+		snprintf(rep->floor, sizeof(rep->floor), "%s", p->floor);
+		if (required) {
+			rep->status = SMOKE_FAILED;
+			snprintf(rep->reason, sizeof(rep->reason), "%s", p->floor);
+			return np_error_set(err, NP_ESMOKE, 0, "%s", p->floor);
+		}
+		if (cx->log)
+			cx->log(cx->log_ud, EXCHANGE_WARN, p->floor);
+	}
 	if (o->mode == SELECT_SMOKE_OFF)
 		return skip(rep, "--smoke off");
 	/* The gatherer saw a pod where it cannot run: every pod skips (an
@@ -225,22 +339,23 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 					    out_dir);
 	}
 
-	const char *vars[2 * OUTPUTS_VARS_MAX + 1];
-	size_t nv = 0;
-	for (size_t i = 0; i < env->n; i++) {
-		/* --nccl-debug's own NCCL_DEBUG* are for training; the smoke
-		 * test sets its own. */
-		if (strncmp(env->vars[i].key, "NCCL_DEBUG", 10) == 0)
-			continue;
-		vars[nv++] = env->vars[i].key;
-		vars[nv++] = env->vars[i].value;
+	/* --nccl-debug's own NCCL_DEBUG* are for training; the smoke test
+	 * sets its own. */
+	static struct delivery d;
+	memset(&d, 0, sizeof(d));
+	if (deliver(p, env, log_dir, &d, rep, err) < 0) {
+		if (!o->nccl_debug)
+			remove_dir(log_dir);
+		return -1;
 	}
-	vars[nv] = NULL;
 	struct smoke_opts so = {
 		.cancel = cx->cancel,
 		.companion = companion,
 		.base_env = o->base_env,
-		.vars = vars,
+		.vars = d.vars,
+		.unset = d.unset,
+		.label = p->label,
+		.no_links = o->no_links,
 		.rank = p->rank,
 		.world = p->world,
 		.comm_id = rep->comm_id,
@@ -251,8 +366,9 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	};
 	if (cx->log) {
 		char line[256];
-		snprintf(line, sizeof(line), "smoke: rank %d of %d, NCCL_COMM_ID=%s, on %s",
-			 p->rank, p->world, rep->comm_id, p->ifname ? p->ifname : "NCCL's choice");
+		snprintf(line, sizeof(line), "smoke: rank %d of %d, NCCL_COMM_ID=%s, on %s, delivered as %s%s%s",
+			 p->rank, p->world, rep->comm_id, p->ifname ? p->ifname : "NCCL's choice",
+			 rep->delivery, rep->train_container[0] ? " to container " : "", rep->train_container);
 		cx->log(cx->log_ud, EXCHANGE_INFO, line);
 	}
 	np_error serr = { 0 };
@@ -276,7 +392,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	else
 		remove_dir(log_dir);
 	rep->verdict_ms = np_now_ms() - t0;
-	name_suspect(p, rep);
+	name_slow(rep);
 
 	if (ret == 0 && !rep->result.ok && rep->result.unavailable && !required)
 		return skip(rep, rep->result.error);
@@ -311,14 +427,24 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	if (verdict < 0) {
 		rep->status = SMOKE_FAILED;
 		snprintf(rep->reason, sizeof(rep->reason), "%s", serr.msg);
-		if (rep->suspect >= 0)
+		if (rep->links_text[0])
 			snprintf(rep->reason + strlen(rep->reason),
-				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->suspect_text);
+				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->links_text);
+		if (rep->floor[0]) /* the likely cause of a wrong interface */
+			snprintf(rep->reason + strlen(rep->reason),
+				 sizeof(rep->reason) - strlen(rep->reason), "; %s", rep->floor);
 		if (p->world > 1 && rep->ran && rep->result.phase == SMOKE_PHASE_INIT)
 			snprintf(rep->reason + strlen(rep->reason),
 				 sizeof(rep->reason) - strlen(rep->reason),
 				 "; rank 0 (%s) hosts the bootstrap at %s: a pod that never started its smoke test, or that port blocked or taken, stops every rank here",
 				 p->root_pod[0] ? p->root_pod : "the gatherer", rep->comm_id);
+		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
+	}
+	rep->slow_link_fails = o->slow_link_fail;
+	if (rep->links_text[0] && o->slow_link_fail) {
+		rep->status = SMOKE_FAILED;
+		snprintf(rep->reason, sizeof(rep->reason), "slow link: %s (--slow-link fail)",
+			 rep->links_text);
 		return np_error_set(err, NP_ESMOKE, 0, "%s", rep->reason);
 	}
 	rep->status = SMOKE_PASSED;
@@ -328,7 +454,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 			cx->log(cx->log_ud, EXCHANGE_WARN, rep->not_proven);
 	}
 	smoke_report_summary(rep, rep->reason, sizeof(rep->reason));
-	if (rep->suspect >= 0 && cx->log)
-		cx->log(cx->log_ud, EXCHANGE_WARN, rep->suspect_text);
+	if (rep->links_text[0] && cx->log)
+		cx->log(cx->log_ud, EXCHANGE_WARN, rep->links_text);
 	return 0;
 }

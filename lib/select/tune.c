@@ -191,6 +191,7 @@ int select_tune_run(const struct select_tune_opts *t, const struct select_smoke_
 	ro.timeout_s = out->budget_s;
 	ro.min_busbw = 1e-9; /* a slow configuration is a figure, not a failure */
 	ro.nccl_debug = false; /* --nccl-debug keeps the smoke step's log, not the sweep's */
+	ro.no_links = true;    /* the smoke step judged the links; a run is its busbw */
 	struct smoke_report *rep = malloc(sizeof(*rep));
 	struct outputs_env *renv = malloc(sizeof(*renv));
 	if (!rep || !renv) {

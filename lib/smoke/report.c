@@ -37,13 +37,18 @@ void smoke_report_summary(const struct smoke_report *s, char *buf, size_t len)
 		size_t off = strlen(per);
 		snprintf(per + off, sizeof(per) - off, "%s%.2f", i ? ", " : "", r->sizes[i].busbw_gbps);
 	}
-	snprintf(buf, len,
+	int n = snprintf(buf, len,
 		 "smoke all-reduce passed: %d pods, exact sums, busbw %.2f GB/s at %s (by size: %s GB/s), NCCL %s from %s on %s (%s), CUDA driver %s runtime %s, %s, verdict in %.1f s",
 		 r->world, z ? z->busbw_gbps : 0.0, sz, per, nv, r->nccl_path, dev,
 		 s->log.network[0] ? s->log.network : "Socket", cd, cr, r->gpu[0] ? r->gpu : "GPU ?",
 		 s->verdict_ms / 1000.0);
-	if (s->not_proven[0]) {
-		size_t off = strlen(buf);
-		snprintf(buf + off, len - off, "; %s", s->not_proven);
+	if (s->not_proven[0] && n > 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, "; %s", s->not_proven);
+	if (r->n_links && n > 0 && (size_t)n < len) {
+		char fig[512];
+		smoke_links_figures(r, fig, sizeof(fig));
+		n += snprintf(buf + n, len - (size_t)n, "; ring links GB/s: %s", fig);
 	}
+	if (s->links_text[0] && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, "; warning: %s", s->links_text);
 }

@@ -51,17 +51,22 @@ int smoke_result_to_json(const struct smoke_result *r, char **json, np_error *er
 	json_t *sizes = json_array();
 	for (size_t i = 0; sizes && i < r->n_sizes && i < SMOKE_SIZES_MAX; i++)
 		json_array_append_new(sizes, size_to_json(&r->sizes[i]));
-	json_t *ring = json_array();
-	for (size_t i = 0; ring && i < r->n_ring && i < SMOKE_RING_MAX; i++)
-		json_array_append_new(ring, json_real(r->ring_gbps[i]));
+	json_t *links = json_array(), *labels = json_array();
+	for (size_t i = 0; links && i < r->n_links && i < SMOKE_RING_MAX; i++)
+		json_array_append_new(links, json_pack("{s:f, s:f, s:b}", "fwd", r->links[i].fwd_gbps, "rev",
+						       r->links[i].rev_gbps, "rechecked",
+						       r->links[i].rechecked));
+	for (size_t i = 0; labels && i < r->n_labels && i < SMOKE_LABELS_MAX; i++)
+		json_array_append_new(labels, json_string(r->labels[i]));
 	json_t *o = json_pack(
-		"{s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:{s:i, s:s}, s:{s:i, s:i, s:s}, s:{s:s, s:s, s:i}, s:I, s:I, s:o, s:o}",
+		"{s:i, s:b, s:s, s:s, s:s, s:i, s:i, s:{s:i, s:s}, s:{s:i, s:i, s:s}, s:{s:s, s:s, s:i}, s:I, s:I, s:o, s:o, s:I, s:o}",
 		"v", SMOKE_RESULT_VERSION, "ok", r->ok, "phase", smoke_phase_name(r->phase), "error",
 		r->error, "unavailable", smoke_unavailable_name(r->unavailable), "rank", r->rank,
 		"world", r->world, "nccl", "version", r->nccl_version, "path", r->nccl_path, "cuda",
 		"driver", r->cuda_driver, "runtime", r->cuda_runtime, "path", r->cudart_path, "gpu",
 		"name", r->gpu, "bus", r->gpu_bus, "count", r->gpu_count, "init_ms",
-		(json_int_t)r->init_ms, "total_ms", (json_int_t)r->total_ms, "sizes", sizes, "ring", ring);
+		(json_int_t)r->init_ms, "total_ms", (json_int_t)r->total_ms, "sizes", sizes, "links", links,
+		"links_ms", (json_int_t)r->links_ms, "labels", labels);
 	if (!o)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build the smoke result (bad text?)");
 	*json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
@@ -123,7 +128,8 @@ static int parse_obj(const json_t *o, struct smoke_result *r, char *why)
 {
 	static const char *const keys[] = { "v",	   "ok",       "phase", "error", "unavailable",
 					    "rank",	   "world",    "nccl",	"cuda",	 "gpu",
-					    "init_ms", "total_ms", "sizes", "ring",	 NULL };
+					    "init_ms", "total_ms", "sizes", "links",	 "links_ms",
+					    "labels",  NULL };
 	static const char *const nccl_keys[] = { "version", "path", NULL };
 	static const char *const cuda_keys[] = { "driver", "runtime", "path", NULL };
 	static const char *const gpu_keys[] = { "name", "bus", "count", NULL };
@@ -195,22 +201,42 @@ static int parse_obj(const json_t *o, struct smoke_result *r, char *why)
 		if (parse_size(json_array_get(sizes, i), &r->sizes[i], why) < 0)
 			return -1;
 	r->n_sizes = json_array_size(sizes);
-	const json_t *ring = json_object_get(o, "ring");
-	if (!json_is_array(ring) || json_array_size(ring) > SMOKE_RING_MAX ||
-	    (json_array_size(ring) && json_array_size(ring) != (size_t)r->world)) {
-		snprintf(why, NP_JSON_WHY_MAX, "\"ring\" is not an array of one figure per rank");
+	static const char *const link_keys[] = { "fwd", "rev", "rechecked", NULL };
+	const json_t *links = json_object_get(o, "links");
+	if (!json_is_array(links) || json_array_size(links) > SMOKE_RING_MAX ||
+	    (json_array_size(links) && json_array_size(links) != (size_t)r->world)) {
+		snprintf(why, NP_JSON_WHY_MAX, "\"links\" is not an array of one link per rank");
 		return -1;
 	}
-	for (size_t i = 0; i < json_array_size(ring); i++) {
-		const json_t *fig = json_array_get(ring, i);
-		double x = json_number_value(fig);
-		if (!json_is_number(fig) || !(x >= 0 && x <= 1e6)) {
-			snprintf(why, NP_JSON_WHY_MAX, "\"ring\" figure %zu is not a bandwidth", i);
+	for (size_t i = 0; i < json_array_size(links); i++) {
+		const json_t *l = json_array_get(links, i);
+		if (object(l, "a link", link_keys, why) < 0 ||
+		    np_json_num(l, "fwd", true, 0, 1e6, &r->links[i].fwd_gbps, why) < 0 ||
+		    np_json_num(l, "rev", true, 0, 1e6, &r->links[i].rev_gbps, why) < 0 ||
+		    np_json_bool(l, "rechecked", &r->links[i].rechecked, why) < 0)
+			return -1;
+	}
+	r->n_links = json_array_size(links);
+	if (np_json_int(o, "links_ms", true, 0, 1LL << 40, &v, why) < 0)
+		return -1;
+	r->links_ms = v;
+	const json_t *labels = json_object_get(o, "labels");
+	if (!json_is_array(labels) || json_array_size(labels) > SMOKE_LABELS_MAX ||
+	    (json_array_size(labels) && json_array_size(labels) != (size_t)r->world)) {
+		snprintf(why, NP_JSON_WHY_MAX, "\"labels\" is not an array of one label per rank");
+		return -1;
+	}
+	for (size_t i = 0; i < json_array_size(labels); i++) {
+		const json_t *l = json_array_get(labels, i);
+		const char *t = json_string_value(l);
+		if (!t || json_string_length(l) >= SMOKE_LABEL_MAX || strlen(t) != json_string_length(l) ||
+		    !np_str_ok(t, NP_CS_TEXT)) {
+			snprintf(why, NP_JSON_WHY_MAX, "label %zu is not a short text", i);
 			return -1;
 		}
-		r->ring_gbps[i] = x;
+		memcpy(r->labels[i], t, strlen(t) + 1);
 	}
-	r->n_ring = json_array_size(ring);
+	r->n_labels = json_array_size(labels);
 	if (r->ok && (r->phase != SMOKE_PHASE_DONE || r->unavailable)) {
 		snprintf(why, NP_JSON_WHY_MAX, "\"ok\" with phase %s", smoke_phase_name(r->phase));
 		return -1;

@@ -13,7 +13,14 @@
  *    "gpu":{"name":"NVIDIA H200","bus":"0000:18:00.0","count":1},
  *    "init_ms":812,"total_ms":1034,
  *    "sizes":[{"bytes":1048576,"iters":5,"us":512.3,"algbw":2.04,
- *              "busbw":2.04,"wrong":0}, ...]}
+ *              "busbw":2.04,"wrong":0}, ...],
+ *    "links":[{"fwd":2.61,"rev":2.58}, ...],"links_ms":212,
+ *    "labels":["job-w-0 (node node-a, 10.9.0.1)", ...]}
+ * links: with 3 or more ranks, ring link k joins rank k and rank k+1 (mod
+ * world); fwd is k -> k+1 as rank k+1 timed its receive, rev k+1 -> k as
+ * rank k timed it, each measured alone (lib/gpu/run.c).  labels: what
+ * each rank's nicpick called its pod, gathered from the ranks themselves
+ * so that every pod can name a slow one (empty above SMOKE_LABELS_MAX).
  */
 #ifndef NP_SMOKE_RESULT_H
 #define NP_SMOKE_RESULT_H
@@ -24,14 +31,16 @@
 
 #include "util/err.h"
 
-#define SMOKE_RESULT_VERSION 1
+#define SMOKE_RESULT_VERSION 2
 #define SMOKE_RESULT_MAX_BYTES 65536
 #define SMOKE_DEFAULT_BYTES (64L << 20)
 #define SMOKE_MIN_BYTES 4096L
 #define SMOKE_SIZES_MAX 8
 #define SMOKE_PATH_MAX 512
 #define SMOKE_TEXT_MAX 512
-#define SMOKE_RING_MAX 1024    /* ranks whose incoming links are measured */
+#define SMOKE_RING_MAX 1024    /* ranks whose ring links are measured */
+#define SMOKE_LABELS_MAX 64    /* ranks whose labels travel in the result */
+#define SMOKE_LABEL_MAX 96     /* one rank's label, NUL included */
 
 enum smoke_phase {
 	SMOKE_PHASE_LOAD,      /* loading libnccl / libcudart */
@@ -79,11 +88,19 @@ struct smoke_result {
 	int64_t init_ms, total_ms;
 	size_t n_sizes;
 	struct smoke_size sizes[SMOKE_SIZES_MAX];
-	/* With 3 or more ranks: each rank's incoming ring link, GB/s, as every
-	 * rank measured its receive from rank-1 in one ring step (all ranks
-	 * learn all figures through an all-gather).  Empty otherwise. */
-	size_t n_ring;
-	double ring_gbps[SMOKE_RING_MAX];
+	/* With 3 or more ranks: every ring link, GB/s, each direction timed
+	 * alone at its receiver (all ranks learn all figures through an
+	 * all-gather).  Empty otherwise. */
+	size_t n_links;
+	struct smoke_link {
+		double fwd_gbps; /* rank k -> k+1 */
+		double rev_gbps; /* rank k+1 -> k */
+		bool rechecked;  /* timed again (smoke_links_recheck): each
+				  * way the median of the three timings */
+	} links[SMOKE_RING_MAX];
+	int64_t links_ms; /* how long the link phases took on this rank */
+	size_t n_labels;  /* world, or 0 */
+	char labels[SMOKE_LABELS_MAX][SMOKE_LABEL_MAX];
 };
 
 /* The result message: writer and strict reader (unknown keys, wrong types,

@@ -28,10 +28,53 @@
 
 #define SMOKE_DEFAULT_PORT 29418
 
-/* The rank whose incoming link (from rank-1) is much slower than the
- * median of all (below a third of it), or -1.  *gbps and *median are set
- * when one is found. */
-int smoke_ring_suspect(const struct smoke_result *r, double *gbps, double *median);
+/* ---- The ring links (lib/gpu/run.c times each on its own) ---- */
+
+/* A link is slow below this fraction of the fastest link (each link
+ * counted by its slower direction): a 2 Gbit/s node among 25 Gbit/s ones,
+ * not the noise between healthy links (measured within 10 %, docs/smoke.md). */
+#define SMOKE_SLOW_LINK_FRACTION 0.5
+/* A lone slow link (no slow node at either end) is named only below this
+ * fraction: a slow node shows on two links, which confirm each other; a
+ * lone link shows once, and on a GPU shared by three pods one healthy
+ * link measured 0.49 of the fastest even when timed three times
+ * (docs/smoke.md).  A bad cable or port among healthy ones is far below. */
+#define SMOKE_LONE_LINK_FRACTION (1.0 / 3)
+#define SMOKE_NAMED_MAX 8  /* ranks named by one verdict */
+#define SMOKE_LINKS_SHOWN 16 /* links in the one-line summary */
+
+struct smoke_links_verdict {
+	double ref_gbps;             /* the fastest link */
+	size_t n_slow;
+	bool slow[SMOKE_RING_MAX];   /* link k: rank k <-> k+1 */
+	size_t n_named;
+	int named[SMOKE_NAMED_MAX];  /* ranks */
+	bool both[SMOKE_NAMED_MAX];  /* ... both of whose links are slow (the
+				      * suspect), else one end of a slow link */
+};
+
+/* Pure.  Which nodes the link figures name: a rank whose incoming and
+ * outgoing ring links are both slow is the suspect; a slow link with no
+ * suspect at either end names both its ends when it is below
+ * SMOKE_LONE_LINK_FRACTION of the fastest.  Returns n_named (0 with
+ * fewer than 3 links). */
+size_t smoke_links_judge(const struct smoke_result *r, struct smoke_links_verdict *v);
+/* Pure.  Which links the companion times again before the verdict: every
+ * link that looks slow, and the fastest (the reference), so that one bad
+ * timing of either (a shared GPU, a busy core) names nobody.  Marks
+ * recheck[] and returns how many; 0 when nothing looks slow. */
+#define SMOKE_RECHECK_ROUNDS 2 /* timings again, one transfer each way */
+size_t smoke_links_recheck(const struct smoke_result *r, bool recheck[SMOKE_RING_MAX]);
+/* Pure.  A rechecked link's figure each way: the median of its first
+ * timing and its SMOKE_RECHECK_ROUNDS timings again (again[round]). */
+void smoke_link_settle(struct smoke_link *l, const struct smoke_link again[SMOKE_RECHECK_ROUNDS]);
+/* "job-w-2 (node node-c, 10.9.0.3) (rank 2)", or "rank 2" without labels. */
+void smoke_rank_label(const struct smoke_result *r, int rank, char *buf, size_t len);
+/* The verdict in one line ("" when nothing is named). */
+void smoke_links_text(const struct smoke_result *r, const struct smoke_links_verdict *v, char *buf,
+		      size_t len);
+/* Per-link figures, GB/s each way: "0>1 2.61 1>0 2.58, 1>2 0.25 2>1 0.24, ...". */
+void smoke_links_figures(const struct smoke_result *r, char *buf, size_t len);
 
 /* "2.28.9" from 22809 (and 2.8.4 from 2804, the pre-2.9 encoding). */
 void smoke_nccl_version_text(int code, char *buf, size_t len);
@@ -129,7 +172,12 @@ int smoke_log_check(const struct smoke_log *log, const struct smoke_log_want *w,
 struct smoke_opts {
 	const char *companion;   /* path of nicpick-smoke */
 	char *const *base_env;   /* the environment to start from (NULL: empty) */
-	const char *const *vars; /* KEY, VALUE, KEY, VALUE, ..., NULL: nicpick's outputs */
+	const char *const *vars; /* KEY, VALUE, KEY, VALUE, ..., NULL: what the
+				  * companion gets (nicpick's outputs, or
+				  * NCCL_CONF_FILE), replacing base_env's */
+	const char *const *unset; /* KEY, ..., NULL: left out of base_env too */
+	const char *label;       /* this rank's pod, node and address, or NULL */
+	bool no_links;           /* --no-links: no ring link timing */
 	int rank, world;
 	const char *comm_id; /* NCCL_COMM_ID: "10.9.0.1:29418" or "[fd00::1]:29418";
 			      * NULL (info only): not set */
@@ -188,6 +236,8 @@ int smoke_judge(const struct smoke_result *r, const struct smoke_log *log,
 
 /* ---- What a pod records ---- */
 
+#define SMOKE_SOURCES_MAX 48
+
 enum smoke_status { SMOKE_SKIPPED, SMOKE_PASSED, SMOKE_FAILED };
 
 /* The smoke step's part of decision.json ("smoke"), the annotation and the
@@ -203,9 +253,24 @@ struct smoke_report {
 	double min_busbw;
 	char min_busbw_why[128];
 	int64_t verdict_ms; /* from the start of the step to the verdict */
-	int suspect;        /* smoke_ring_suspect(), -1 none */
-	char suspect_text[512]; /* "the link into rank 2 (pod, node) from rank 1 ..." */
 	char not_proven[NP_ERR_MSG_MAX]; /* passed, but "not proven: ..." (auto) */
+	struct smoke_links_verdict links; /* ran with 3 or more ranks */
+	char links_text[1024]; /* smoke_links_text(), "" none named */
+	bool slow_link_fails;  /* --slow-link fail: a named node fails the step */
+	/* How the companion got the variables: as the training container
+	 * will (lib/jobs/train.c), and where each came from. */
+	char delivery[8];   /* "file", "env", "unseen" ("" before the step) */
+	char delivery_why[512];
+	char train_container[256];
+	size_t n_sources;
+	struct smoke_source {
+		char var[64];
+		char value[256];
+		char from[16]; /* "nicpick", "nccl.conf", "container" */
+	} sources[SMOKE_SOURCES_MAX];
+	size_t n_unknown;   /* set where nicpick cannot see the value */
+	char unknown[16][300];
+	char floor[1024];   /* job-wide: a pod whose NCCL ignores its nccl.conf */
 	bool ran;           /* result and log are filled */
 	struct smoke_result result;
 	struct smoke_log log;

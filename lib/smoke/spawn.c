@@ -70,7 +70,7 @@ static bool key_is(const char *entry, const char *key)
  * plus nicpick's outputs and the debug settings its log check needs. */
 static char **build_env(const struct smoke_opts *o, np_error *err)
 {
-	char *own[16][2];
+	char *own[96][2]; /* the debug settings, NCCL_COMM_ID, the delivery and the container's */
 	size_t n_own = 0;
 	char debug_file[SMOKE_PATH_MAX + 32];
 	snprintf(debug_file, sizeof(debug_file), "%s/nccl-debug.%%h.%%p", o->log_dir ? o->log_dir : "");
@@ -85,7 +85,7 @@ static char **build_env(const struct smoke_opts *o, np_error *err)
 		own[n_own][0] = k_sub, own[n_own++][1] = v_sub;
 		own[n_own][0] = k_file, own[n_own++][1] = debug_file;
 	}
-	for (size_t i = 0; o->vars && o->vars[i] && o->vars[i + 1] && n_own < 16; i += 2) {
+	for (size_t i = 0; o->vars && o->vars[i] && o->vars[i + 1] && n_own < 96; i += 2) {
 		own[n_own][0] = (char *)o->vars[i];
 		own[n_own++][1] = (char *)o->vars[i + 1];
 	}
@@ -103,6 +103,8 @@ static char **build_env(const struct smoke_opts *o, np_error *err)
 		bool ours = false;
 		for (size_t j = 0; j < n_own && !ours; j++)
 			ours = key_is(o->base_env[i], own[j][0]);
+		for (size_t j = 0; o->unset && o->unset[j] && !ours; j++)
+			ours = key_is(o->base_env[i], o->unset[j]);
 		if (!ours && !(env[n++] = strdup(o->base_env[i])))
 			goto oom;
 	}
@@ -144,7 +146,14 @@ int smoke_spawn(const struct smoke_opts *o, bool info_only, struct smoke_result 
 	char *argv_run[] = { (char *)COMPANION, (char *)"run", (char *)"--rank", a_rank,
 			     (char *)"--world", a_world, (char *)"--bytes", a_bytes,
 			     (char *)"--gpu", a_gpu, (char *)"--timeout-ms", a_ms, (char *)"--parent",
-			     a_parent, NULL };
+			     a_parent, NULL, NULL, NULL, NULL };
+	size_t na = 14;
+	if (o->label && *o->label) {
+		argv_run[na++] = (char *)"--label";
+		argv_run[na++] = (char *)o->label;
+	}
+	if (o->no_links)
+		argv_run[na++] = (char *)"--no-links";
 	char *argv_info[] = { (char *)COMPANION, (char *)"info", (char *)"--gpu", a_gpu,
 			      (char *)"--parent", a_parent, NULL };
 

@@ -532,7 +532,7 @@ int status_build(const json_t *pods, const json_t *events, const char *ns, const
 			snprintf(maj.model, sizeof(maj.model), "%s", msgs[i].report.gpu.model);
 		}
 	}
-	int suspect_rank = -1;
+	const struct exchange_outcome *named = NULL; /* whose verdict names the pods */
 	for (size_t i = 0; i < m; i++) {
 		struct status_pod *p = &out->pods[i];
 		pod_state(p, &msgs[i], g);
@@ -552,24 +552,18 @@ int status_build(const json_t *pods, const json_t *events, const char *ns, const
 			/* the gatherer's names the pods and nodes: it wins */
 			if (o->suspect[0] && (p->gatherer || !out->suspect[0])) {
 				snprintf(out->suspect, sizeof(out->suspect), "%s", o->suspect);
-				suspect_rank = o->suspect_rank;
+				named = o;
 			}
 		}
 	}
-	out->suspect_from = out->suspect_to = -1;
-	int world = 0;
-	for (size_t i = 0; i < m; i++)
-		if (msgs[i].has_assign && msgs[i].assign.n_parts)
-			world = msgs[i].assign.parts[0].world;
-	for (size_t i = 0; suspect_rank >= 0 && world > 0 && i < m; i++) {
+	for (size_t i = 0; named && i < m; i++) {
 		int r = out->pods[i].rank;
-		out->pods[i].suspect = r == suspect_rank		       ? STATUS_SUSPECT_IN
-				       : r == (suspect_rank + world - 1) % world ? STATUS_SUSPECT_OUT
-										 : STATUS_SUSPECT_NONE;
-		if (out->pods[i].suspect == STATUS_SUSPECT_IN)
-			out->suspect_to = (int)i;
-		else if (out->pods[i].suspect == STATUS_SUSPECT_OUT)
-			out->suspect_from = (int)i;
+		for (size_t k = 0; r >= 0 && k < named->n_slow_nodes; k++)
+			if (named->slow_nodes[k] == r)
+				out->pods[i].suspect = STATUS_SUSPECT_NODE;
+		for (size_t k = 0; r >= 0 && k < named->n_slow_link_ends; k++)
+			if (named->slow_link_ends[k] == r && out->pods[i].suspect == STATUS_SUSPECT_NONE)
+				out->pods[i].suspect = STATUS_SUSPECT_LINK_END;
 	}
 	job_summary(out, msgs, g, (const char (*)[STATUS_TEXT_MAX])ev);
 	ret = 0;

@@ -17,11 +17,6 @@ static void nccl_text(int v, char *buf, size_t len)
 		snprintf(buf, len, "%s", "");
 }
 
-static const char *node_or(const char *node)
-{
-	return node[0] ? node : "no node";
-}
-
 static void job_line(FILE *f, const struct status_job *j)
 {
 	fprintf(f, "%s %s", status_kind_name(j->kind == STATUS_KIND_ANY ? STATUS_KIND_JOB : j->kind),
@@ -48,10 +43,6 @@ static void job_line(FILE *f, const struct status_job *j)
 	}
 	if (j->suspect[0])
 		fprintf(f, "; suspect: %s", j->suspect);
-	if (j->suspect_from >= 0 && j->suspect_to >= 0)
-		fprintf(f, "; slow link: %s (%s) -> %s (%s)", j->pods[j->suspect_from].name,
-			node_or(j->pods[j->suspect_from].node), j->pods[j->suspect_to].name,
-			node_or(j->pods[j->suspect_to].node));
 	if (j->versions[0])
 		fprintf(f, "; warning: versions differ: %s", j->versions);
 	if (j->smoke_skip[0])
@@ -72,7 +63,7 @@ static const char *const headers[NCOLS] = { "POD",	 "NODE",    "STATE",  "INTERF
 
 static const char *suspect_name(int s)
 {
-	return s == STATUS_SUSPECT_IN ? "link-in" : s == STATUS_SUSPECT_OUT ? "link-out" : "";
+	return s == STATUS_SUSPECT_NODE ? "slow-node" : s == STATUS_SUSPECT_LINK_END ? "link-end" : "";
 }
 
 static void cells(const struct status_pod *p, char c[NCOLS][STATUS_TEXT_MAX])
@@ -193,7 +184,7 @@ static json_t *pod_json(const struct status_pod *p)
 			 str_or_null(p->ifname), "address", str_or_null(p->addr), "rank",
 			 p->rank >= 0 ? json_integer(p->rank) : json_null(), "next",
 			 str_or_null(p->next_pod), "probe", probe ? probe : json_null(), "smoke", smoke,
-			 "suspect", p->suspect ? json_string(suspect_name(p->suspect) + 5 /* "in", "out" */) : json_null(), "busbw", busbw, "nccl", str_or_null(nv), "warnings",
+			 "suspect", p->suspect ? json_string(suspect_name(p->suspect)) : json_null(), "busbw", busbw, "nccl", str_or_null(nv), "warnings",
 			 warn ? warn : json_array(), "detail", str_or_null(p->detail));
 }
 
@@ -214,13 +205,17 @@ char *status_json(const struct status_job *j)
 		"suspect", str_or_null(j->suspect), "versions", str_or_null(j->versions), "smokeSkip",
 		str_or_null(j->smoke_skip), "waiting", str_or_null(j->waiting), "reason",
 		str_or_null(j->reason));
-	json_t *link = json_null();
-	if (job && j->suspect_from >= 0 && j->suspect_to >= 0) {
-		const struct status_pod *a = &j->pods[j->suspect_from], *b = &j->pods[j->suspect_to];
-		link = json_pack("{s:{s:s, s:o}, s:{s:s, s:o}}", "from", "pod", a->name, "node",
-				 str_or_null(a->node), "to", "pod", b->name, "node", str_or_null(b->node));
+	/* The pods the smoke test's verdict names, and why. */
+	json_t *named = json_array();
+	for (size_t i = 0; named && i < j->n_pods; i++) {
+		const struct status_pod *p = &j->pods[i];
+		if (p->suspect != STATUS_SUSPECT_NONE)
+			json_array_append_new(named, json_pack("{s:s, s:o, s:s}", "pod", p->name, "node",
+							       str_or_null(p->node), "why",
+							       suspect_name(p->suspect)));
 	}
-	json_object_set_new(job, "suspectLink", link ? link : json_null());
+	if (job)
+		json_object_set_new(job, "suspects", named ? named : json_array());
 	json_t *doc = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", STATUS_JSON_VERSION, "kind",
 				"JobNetworkStatus", "job", job ? job : json_null(), "pods",
 				pods ? pods : json_array());

@@ -77,9 +77,9 @@ struct status_pod {
 	char probe_detail[EXCHANGE_DETAIL_MAX];
 	bool has_outcome;
 	struct exchange_outcome outcome;
-	/* The smoke test's suspect link (the ring's link into one rank):
-	 * "in" on the pod it goes into, "out" on the pod it comes from. */
-	enum { STATUS_SUSPECT_NONE, STATUS_SUSPECT_IN, STATUS_SUSPECT_OUT } suspect;
+	/* What the smoke test's ring-link verdict names this pod: the slow
+	 * node (both its ring links slow), or one end of a lone slow link. */
+	enum { STATUS_SUSPECT_NONE, STATUS_SUSPECT_NODE, STATUS_SUSPECT_LINK_END } suspect;
 	int nccl;                   /* from its report (or the smoke test), 0 unknown */
 	int exit_code;              /* the nicpick init container's, -1 unknown */
 	char detail[STATUS_TEXT_MAX]; /* what it waits for, or why it failed */
@@ -103,7 +103,6 @@ struct status_job {
 	bool has_busbw;
 	double busbw;                /* GB/s, the lowest of the pods' */
 	char suspect[EXCHANGE_DETAIL_MAX * 2];
-	int suspect_from, suspect_to; /* the suspect link's pods (index in pods), -1 */
 	char versions[AGREE_VERSIONS_TEXT_MAX];
 	char smoke_skip[AGREE_VERSIONS_TEXT_MAX];
 	char waiting[STATUS_TEXT_MAX]; /* what the job waits for ("" decided) */

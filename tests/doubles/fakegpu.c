@@ -25,14 +25,47 @@
  *               NET/IB lines in 2.28's format, transport/net_ib.cc)
  *   die-mid     rank FAKEGPU_DIE_RANK exits during the first all-reduce
  *   slow        every all-reduce takes FAKEGPU_SLOW_MS
- *   slow-link   the ring step's receive of rank FAKEGPU_SLOW_RANK takes 300 ms
+ *   slow-link   node FAKEGPU_SLOW_RANK is slow: every point-to-point
+ *               transfer it sends or receives runs at FAKEGPU_SLOW_GBPS
+ *               (default a tenth of FAKEGPU_LINK_GBPS)
+ *   noisy-link  the ring link FAKEGPU_NOISE_LINK (rank k <-> k+1) is
+ *               healthy, but its first FAKEGPU_NOISE_N (default 3) large
+ *               transfers (over 4 KiB) each way run at a tenth of
+ *               FAKEGPU_LINK_GBPS: one bad timing, as a shared GPU gave
+ *               (docs/smoke.md, issue 13's healthy 3-pod run)
  * FAKEGPU_TUNE="default=100,4x4=300": a busbw model for nicpick's --tune:
  *   an all-reduce moves its bytes at the rate (MB/s) listed for the
  *   process's NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD ("default":
  *   neither set, and every setting not listed), as the real transport's
  *   speed depends on them (issue 16's measurements).
  * FAKEGPU_DIR: directory shared by the ranks (required for world > 1).
- * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809). */
+ * FAKEGPU_LINK_GBPS: every other point-to-point transfer's rate (default
+ *   0.005 GB/s, so that a 64 KiB message takes 13 ms: well above the double's
+ *   own polling noise).
+ *
+ * Point-to-point, as NCCL does it: the n-th send from A to B matches B's
+ * n-th receive from A; a transfer starts once both are posted and takes
+ * bytes / rate.  A slow node slows every link it touches, both ways.  A
+ * group (ncclGroupStart .. ncclGroupEnd) is one operation on the stream,
+ * complete when all of its sends and receives are, so a grouped
+ * send/receive is timed by its slowest direction.  NCCL's user guide:
+ * usage/groups.html, group functions "merge multiple calls into one" (also
+ * "merging multiple send/receive point-to-point operations");
+ * usage/streams.html, a group on several streams blocks them "until the
+ * NCCL kernel completes ... given it is a single operation".
+ *
+ * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809), and
+ * how the conf file is read, as NCCL's src/misc/param.cc reads it:
+ *   - below 2.23.4 NCCL_CONF_FILE is ignored: v2.21.5-1 initEnv() (line 51)
+ *     reads only ~/.nccl.conf and /etc/nccl.conf; NCCL_CONF_FILE arrives
+ *     in v2.23.4-1 initEnvFunc() (line 53, commit 68b54236 "2.23.4-1");
+ *   - below 2.26.2 a '#' line is read like any other: everything before
+ *     its first '=' becomes a variable name; v2.26.2-1 setEnvFile() skips
+ *     it (line 35, `if (line[0] == '#') continue;`);
+ *   - every version: setenv(key, value, 0), so the environment wins
+ *     (line 44/45), and a line without '=' is skipped.
+ * The double reads NCCL_CONF_FILE only (not the host's ~/.nccl.conf or
+ * /etc/nccl.conf), the first time NCCL would (ncclGetEnv's pthread_once). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -53,21 +86,35 @@ struct ncclComm {
 	bool aborted;
 };
 
-enum op { OP_NONE, OP_ALLREDUCE, OP_P2P, OP_ALLGATHER };
+enum op { OP_NONE, OP_ALLREDUCE, OP_ALLGATHER };
+
+#define P2P_MAX 8 /* pending sends and receives of one stream (one group) */
+#define PEERS_MAX 1024
+
+struct p2p {
+	bool send;
+	void *buf;
+	size_t bytes;
+	int peer;
+	int n;           /* the n-th transfer between this rank and peer that way */
+	int big;         /* ... and the how-many-th over 4 KiB */
+	int64_t post_us; /* when it was posted here */
+	int64_t ready_us; /* a send: when it is done; 0 not yet known */
+};
 
 struct CUstream_st {
-	/* the pending operation */
+	/* the pending collective */
 	enum op op;
 	float *buf;
 	size_t count;
+	size_t elem;
 	int seq;
-	int peer; /* OP_P2P: receive from */
 	struct ncclComm *comm;
 	int64_t ready_at_ms;
+	/* the pending sends and receives */
+	size_t n_p2p;
+	struct p2p p2p[P2P_MAX];
 };
-
-static int group_depth;
-static int group_seq;
 
 static int seq_no;
 /* The k-th communicator of a process is every rank's k-th (nicpick's
@@ -75,12 +122,89 @@ static int seq_no;
  * pod): its files carry k, so that a later one never reads an earlier
  * one's.  One communicator per process, as nicpick-smoke has. */
 static int comm_gen;
+static int sends_to[PEERS_MAX], recvs_from[PEERS_MAX];
+static int big_to[PEERS_MAX], big_from[PEERS_MAX];
 
-static int64_t now_ms(void)
+static int64_t now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t now_ms(void)
+{
+	return now_us() / 1000;
+}
+
+static size_t elem_size(ncclDataType_t t)
+{
+	return t == ncclUint8 ? 1 : 4;
+}
+
+static double env_num(const char *name, double def)
+{
+	const char *v = getenv(name);
+	return v && *v ? atof(v) : def;
+}
+
+static bool is(const char *m);
+
+#define NOISE_MIN_BYTES 4096
+
+/* How long `bytes` take between ranks a and b of world, the big-th large
+ * transfer that way. */
+static int64_t xfer_us(int a, int b, int world, size_t bytes, int big)
+{
+	double fast = env_num("FAKEGPU_LINK_GBPS", 0.005), rate = fast;
+	const char *sr = getenv("FAKEGPU_SLOW_RANK");
+	if (is("slow-link") && sr && (atoi(sr) == a || atoi(sr) == b))
+		rate = env_num("FAKEGPU_SLOW_GBPS", fast / 10);
+	const char *nl = getenv("FAKEGPU_NOISE_LINK");
+	if (is("noisy-link") && nl && world > 0 && bytes > NOISE_MIN_BYTES &&
+	    big <= (int)env_num("FAKEGPU_NOISE_N", 3)) {
+		int l = atoi(nl), m = (l + 1) % world;
+		if ((a == l && b == m) || (a == m && b == l))
+			rate = fast / 10;
+	}
+	return (int64_t)((double)bytes / (rate * 1e3));
+}
+
+static int fake_version(void)
+{
+	const char *e = getenv("FAKEGPU_NCCL_VERSION");
+	return e && *e ? atoi(e) : 22809;
+}
+
+/* NCCL's setEnvFile/initEnvFunc, by version (see the top of this file). */
+static void init_env(void)
+{
+	static bool done;
+	if (done)
+		return;
+	done = true;
+	const char *f = getenv("NCCL_CONF_FILE");
+	if (fake_version() < 22304 || !f || !*f)
+		return;
+	FILE *fp = fopen(f, "r");
+	if (!fp)
+		return;
+	char *line = NULL;
+	size_t n = 0;
+	ssize_t got;
+	while ((got = getline(&line, &n, fp)) != -1) {
+		if (fake_version() >= 22602 && line[0] == '#')
+			continue;
+		if (got > 0 && line[got - 1] == '\n')
+			line[got - 1] = '\0';
+		char *eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		setenv(line, eq + 1, 0);
+	}
+	free(line);
+	fclose(fp);
 }
 
 static const char *mode(void)
@@ -258,26 +382,50 @@ static void write_file(const char *p, const void *buf, size_t len)
 /* Complete the pending operation once every rank's part is there. */
 cudaError_t cudaStreamQuery(cudaStream_t s)
 {
+	char p[1024];
+	bool pending = false;
+	for (size_t i = 0; i < s->n_p2p; i++) {
+		struct p2p *x = &s->p2p[i];
+		int me = s->comm->rank;
+		if (x->ready_us == 0) {
+			/* Both ends post a stamp; the data moves once both have. */
+			int from = x->send ? me : x->peer, to = x->send ? x->peer : me;
+			char other[1024];
+			snprintf(other, sizeof(other), "%s/p2p%d-%s-%d-%d-%d", dir(), comm_gen, x->send ? "recv" : "send",
+				 from, to, x->n);
+			int64_t their = 0;
+			if (read_file(other, &their, sizeof(their)) != sizeof(their)) {
+				pending = true;
+				continue;
+			}
+			int64_t start = their > x->post_us ? their : x->post_us;
+			x->ready_us = start + xfer_us(from, to, s->comm->world, x->bytes, x->big);
+		}
+		if (now_us() < x->ready_us)
+			pending = true;
+	}
+	if (pending)
+		return cudaErrorNotReady;
+	for (size_t i = 0; i < s->n_p2p; i++) {
+		struct p2p *x = &s->p2p[i];
+		if (x->send)
+			continue;
+		snprintf(p, sizeof(p), "%s/p2p%d-data-%d-%d-%d", dir(), comm_gen, x->peer, s->comm->rank, x->n);
+		if (read_file(p, x->buf, x->bytes) != x->bytes)
+			return cudaErrorNotReady; /* the stamp came first */
+	}
+	s->n_p2p = 0;
 	if (s->op == OP_NONE)
 		return cudaSuccess;
 	if (now_ms() < s->ready_at_ms)
 		return cudaErrorNotReady;
-	char p[1024];
-	if (s->op == OP_P2P) {
-		snprintf(p, sizeof(p), "%s/p2p%d-%d-%d-%d", dir(), comm_gen, s->seq, s->peer, s->comm->rank);
-		if (access(p, F_OK) != 0)
-			return cudaErrorNotReady;
-		read_file(p, s->buf, s->count * sizeof(float));
-		s->op = OP_NONE;
-		return cudaSuccess;
-	}
 	const char *what = s->op == OP_ALLGATHER ? "ag" : "buf";
 	if (!all_present(what, s->seq, s->comm->world))
 		return cudaErrorNotReady;
 	if (s->op == OP_ALLGATHER) {
 		for (int r = 0; r < s->comm->world; r++) {
 			rank_file(p, sizeof(p), what, s->seq, r);
-			read_file(p, s->buf + (size_t)r * s->count, s->count * sizeof(float));
+			read_file(p, (char *)s->buf + (size_t)r * s->count * s->elem, s->count * s->elem);
 		}
 		s->op = OP_NONE;
 		return cudaSuccess;
@@ -303,13 +451,13 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 ncclResult_t ncclGetVersion(int *v)
 {
 	/* FAKEGPU_NCCL_VERSION: another version, so that one pod can differ. */
-	const char *e = getenv("FAKEGPU_NCCL_VERSION");
-	*v = e && *e ? atoi(e) : 22809;
+	*v = fake_version();
 	return ncclSuccess;
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
 	memset(id, 0, sizeof(*id));
+	init_env();
 	return getenv("NCCL_COMM_ID") ? ncclSuccess : ncclInvalidUsage;
 }
 
@@ -337,7 +485,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int world, ncclUniqueId id
 	c->world = world;
 	c->started_ms = now_ms();
 	*comm = c;
-	log_info("NCCL version 2.28.9+cuda13.0 (test double)");
+	init_env();
+	int v = fake_version();
+	log_info("NCCL version %d.%d.%d+cuda13.0 (test double)", v / 10000, v % 10000 / 100, v % 100);
 	/* With NCCL_COMM_ID NCCL bootstraps on the interface of rank 0's
 	 * subnet: the first of a list (rails) here. */
 	log_info("Bootstrap: Using %.*s:10.0.0.%d<0>", (int)strcspn(boot_iface(), ","), boot_iface(), rank + 1);
@@ -469,6 +619,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 	rank_file(p, sizeof(p), "buf", seq, c->rank);
 	write_file(p, send, count * sizeof(float));
 	s->op = OP_ALLREDUCE;
+	s->elem = sizeof(float);
 	s->buf = recv;
 	s->count = count;
 	s->seq = seq;
@@ -481,15 +632,16 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
 			   ncclComm_t c, cudaStream_t s)
 {
-	if (t != ncclFloat32)
+	if (t != ncclFloat32 && t != ncclUint8)
 		return ncclInvalidArgument;
 	int seq = ++seq_no;
 	char p[1024];
 	rank_file(p, sizeof(p), "ag", seq, c->rank);
-	write_file(p, send, count * sizeof(float));
+	write_file(p, send, count * elem_size(t));
 	s->op = OP_ALLGATHER;
 	s->buf = recv;
 	s->count = count;
+	s->elem = elem_size(t);
 	s->seq = seq;
 	s->comm = c;
 	s->ready_at_ms = 0;
@@ -498,38 +650,49 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataT
 
 ncclResult_t ncclGroupStart(void)
 {
-	if (group_depth++ == 0)
-		group_seq = ++seq_no;
 	return ncclSuccess;
 }
 
 ncclResult_t ncclGroupEnd(void)
 {
-	group_depth--;
+	return ncclSuccess;
+}
+
+/* Post one side of a transfer: its stamp (when it was posted), and for a
+ * send the data. */
+static ncclResult_t post(bool send, void *buf, size_t count, ncclDataType_t t, int peer,
+			 ncclComm_t c, cudaStream_t s)
+{
+	if ((t != ncclFloat32 && t != ncclUint8) || peer < 0 || peer >= c->world || peer >= PEERS_MAX ||
+	    peer == c->rank || s->n_p2p == P2P_MAX)
+		return ncclInvalidArgument;
+	struct p2p *x = &s->p2p[s->n_p2p++];
+	*x = (struct p2p){ .send = send, .buf = buf, .bytes = count * elem_size(t), .peer = peer,
+			   .n = send ? ++sends_to[peer] : ++recvs_from[peer], .post_us = now_us() };
+	if (x->bytes > NOISE_MIN_BYTES)
+		x->big = send ? ++big_to[peer] : ++big_from[peer];
+	s->comm = c;
+	int from = send ? c->rank : peer, to = send ? peer : c->rank;
+	char p[1024];
+	if (send) {
+		snprintf(p, sizeof(p), "%s/p2p%d-data-%d-%d-%d", dir(), comm_gen, from, to, x->n);
+		write_file(p, buf, x->bytes);
+	}
+	snprintf(p, sizeof(p), "%s/p2p%d-%s-%d-%d-%d", dir(), comm_gen, send ? "send" : "recv", from, to, x->n);
+	write_file(p, &x->post_us, sizeof(x->post_us));
 	return ncclSuccess;
 }
 
 ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
 		      cudaStream_t s)
 {
-	char p[1024];
-	snprintf(p, sizeof(p), "%s/p2p%d-%d-%d-%d", dir(), comm_gen, group_seq, c->rank, peer);
-	write_file(p, send, count * sizeof(float));
-	return ncclSuccess;
+	return post(true, (void *)send, count, t, peer, c, s);
 }
 
 ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer, ncclComm_t c,
 		      cudaStream_t s)
 {
-	s->op = OP_P2P;
-	s->buf = recv;
-	s->count = count;
-	s->seq = group_seq;
-	s->peer = peer;
-	s->comm = c;
-	const char *sr = getenv("FAKEGPU_SLOW_RANK");
-	s->ready_at_ms = now_ms() + (is("slow-link") && sr && atoi(sr) == c->rank ? 300 : 0);
-	return ncclSuccess;
+	return post(false, recv, count, t, peer, c, s);
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t c)

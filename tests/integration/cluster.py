@@ -141,8 +141,9 @@ class Pod:
                     "job-name": JOB,
                 },
             },
-            "spec": {"nodeName": self.node.name,
-                     "containers": [{"name": "main", "image": "busybox"}]},
+            "spec": dict({"nodeName": self.node.name,
+                          "containers": [{"name": "main", "image": "busybox"}]},
+                         **(self.cluster.pod_spec(self) if self.cluster.pod_spec else {})),
             "status": {"phase": "Running"},
         }
 
@@ -220,6 +221,7 @@ class Cluster:
         self.fast = fast or [True] * n_nodes
         self.mgmt_plen = mgmt_plen or [24] * n_nodes
         self.nodes, self.pods, self.procs = [], [], []
+        self.pod_spec = None  # pod -> more of its spec (containers, volumes), set before seeding
         self.server = None
         self.rbac = rbac
         self.rails = rails

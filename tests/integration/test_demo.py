@@ -50,10 +50,11 @@ def test_demo_names_the_slow_node_through_the_smoke_step(nicpick_bin, fakegpu): 
         assert re.search(rf"{pod} on node-.: exit 0 after .* NCCL_SOCKET_IFNAME='={nic}'", out), out
     job, rows = status_rows(out)
     assert "decided; network 10.9.0.0/24, round 1; smoke passed, busbw " in job, job
-    assert "suspect: the link into rank 3 (job-w-3, 10.9.0.14) from rank 2 (job-w-2, 10.9.0.13)" in job, job
-    assert "; slow link: job-w-2 (node-c) -> job-w-3 (node-d)" in job, job
-    assert rows["job-w-2"]["NODE"] == "node-c" and rows["job-w-2"]["SUSPECT"] == "link-out", rows
-    assert rows["job-w-3"]["SUSPECT"] == "link-in", rows
+    # the slow node itself, not the ends of one of its links
+    assert ("suspect: slow node: job-w-2 (node node-c, 10.9.0.13) (rank 2), both its ring links"
+            " are slow") in job, job
+    assert rows["job-w-2"]["NODE"] == "node-c" and rows["job-w-2"]["SUSPECT"] == "slow-node", rows
+    assert [r["SUSPECT"] for n, r in rows.items() if n != "job-w-2"] == ["-"] * 3, rows
     assert [r["STATE"] for r in rows.values()] == ["done"] * 4, rows
     assert "(exit 0)" in out
 

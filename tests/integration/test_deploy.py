@@ -325,8 +325,10 @@ def test_training_container_reads_the_result_and_gets_the_gpus(where, pod, owner
     train = training(pod)
     assert {"name": "nicpick", "mountPath": out, "readOnly": True} in train["volumeMounts"]
     env = {e["name"]: e.get("value") for e in train["env"]}
-    sources_env = f". {out}/nccl.env" in " ".join(train["command"])
-    assert env.get("NCCL_CONF_FILE") == f"{out}/nccl.conf" or sources_env
+    # Every manifest sources nccl.env: NCCL_CONF_FILE alone is ignored
+    # below NCCL 2.23.4 (src/misc/param.cc, v2.23.4-1).
+    assert f". {out}/nccl.env" in " ".join(train["command"])
+    assert env.get("NCCL_CONF_FILE") in (None, f"{out}/nccl.conf")
     assert int(train["resources"]["limits"]["nvidia.com/gpu"]) >= 1
 
 
@@ -362,8 +364,8 @@ def test_pytorchjob_runs_the_smoke_step_in_the_training_image():
     assert run["command"] == ["/nicpick/nicpick"]
     assert run["args"][run["args"].index("--smoke") + 1] == "auto"
     assert run["resources"]["limits"]["nvidia.com/gpu"] == training(pod)["resources"]["limits"]["nvidia.com/gpu"]
-    # Its command unchanged: NCCL reads the conf file.
-    assert training(pod)["command"] == ["torchrun", "train.py"]
+    # Its command sources nccl.env (every NCCL), and NCCL_CONF_FILE is set too.
+    assert training(pod)["command"] == ["/bin/sh", "-c", ". /nicpick/nccl.env && exec torchrun train.py"]
 
 
 def test_trainjob_takes_nicpick_from_its_runtime():

@@ -265,22 +265,23 @@ def test_smoke_failed_names_the_suspect_pod_and_exits_6(make_cluster, gpu_env, m
     assert p.returncode == 6, p.stdout + p.stderr
     line = job_line(p)
     assert ": failed;" in line and "smoke failed" in line, line
-    assert "suspect: the link into rank 2" in line and "exit 6: " in line, line
+    assert "suspect: slow node: " in line and "exit 6: " in line, line
     t = rows(p)
     d = as_json(run_status(c, C.JOB, "-o", "json", kc=kc))
     ranks = {x["name"]: x["rank"] for x in d["pods"]}
-    into = [n for n, r in ranks.items() if r == 2]
-    out_of = [n for n, r in ranks.items() if r == 1]
-    assert len(into) == 1 and len(out_of) == 1, ranks
+    slow = [n for n, r in ranks.items() if r == 2]
+    assert len(slow) == 1, ranks
+    # the slow node itself (both its ring links slow), not its neighbours
     for name, r in t.items():
         assert r["STATE"] == "failed", r
-        want = "link-in" if name in into else "link-out" if name in out_of else "-"
-        assert r["SUSPECT"] == want, (name, r)
+        assert r["SUSPECT"] == ("slow-node" if name in slow else "-"), (name, r)
     assert d["job"]["exitCode"] == 6 and d["job"]["smoke"] == "failed", d["job"]
-    # the gatherer's text names the pods of the link
-    assert f"the link into rank 2 ({into[0]}, " in d["job"]["suspect"], d["job"]
+    # the gatherer's text names the pod and its node
+    node = next(x["node"] for x in d["pods"] if x["name"] == slow[0])
+    assert f"slow node: {slow[0]} (node {node}, " in d["job"]["suspect"], d["job"]
     assert [x["suspect"] for x in d["pods"]] == \
-        ["in" if x["name"] in into else "out" if x["name"] in out_of else None for x in d["pods"]]
+        ["slow-node" if x["name"] in slow else None for x in d["pods"]]
+    assert d["job"]["suspects"] == [{"pod": slow[0], "node": node, "why": "slow-node"}], d["job"]
 
 
 def test_versions_differ_is_a_warning_on_the_job_and_the_odd_pod(make_cluster, gpu_env,

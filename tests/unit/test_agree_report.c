@@ -346,6 +346,59 @@ static void test_report_gpu_block_round_trips(void **state)
 	free(back);
 }
 
+/* File delivery travels in the gpu block; env delivery leaves it out. */
+static void test_report_carries_file_delivery(void **state)
+{
+	struct node_fixture f;
+	node_fixture(&f);
+	struct agree_report *r = calloc(1, sizeof(*r)), *back = calloc(1, sizeof(*back));
+	np_error err = { 0 };
+	char *json = NULL;
+	assert_int_equal(agree_report_from_nics("job-w-3", "u3", "nodeD", &f.list, &f.rank, r, &err), 0);
+	r->gpu = (struct agree_gpu){ .has = true, .nccl = 22105 };
+	strcpy(r->gpu.delivery, "file");
+	strcpy(r->gpu.nccl_env, "/nicpick/nccl.env");
+	assert_int_equal(agree_report_to_json(r, &json, &err), 0);
+	assert_non_null(strstr(json, "\"delivery\":\"file\""));
+	assert_int_equal(agree_report_parse(json, strlen(json), back, &err), 0);
+	assert_string_equal(back->gpu.delivery, "file");
+	assert_string_equal(back->gpu.nccl_env, "/nicpick/nccl.env");
+	/* a delivery nicpick does not know is refused */
+	char *at = strstr(json, "\"delivery\":\"file\"");
+	memcpy(at, "\"delivery\":\"fil?\"", 18);
+	assert_int_equal(agree_report_parse(json, strlen(json), back, &err), -1);
+	free(json);
+	r->gpu.delivery[0] = '\0';
+	assert_int_equal(agree_report_to_json(r, &json, &err), 0);
+	assert_null(strstr(json, "delivery"));
+	free(json);
+	free(r);
+	free(back);
+}
+
+/* NCCL reads NCCL_CONF_FILE from 2.23.4: a pod whose training reads only
+ * the file on an older NCCL is named, with what to do. */
+static void test_versions_name_the_pods_below_the_conf_file_floor(void **state)
+{
+	struct agree_report r[3] = { 0 };
+	const int nccl[3] = { 22304, 22105, 22105 };
+	const char *delivery[3] = { "file", "file", "" };
+	for (int i = 0; i < 3; i++) {
+		snprintf(r[i].pod, sizeof(r[i].pod), "job-w-%d", i + 2);
+		r[i].gpu = (struct agree_gpu){ .has = true, .nccl = nccl[i] };
+		strcpy(r[i].gpu.delivery, delivery[i]);
+		strcpy(r[i].gpu.nccl_env, "/nicpick/nccl.env");
+	}
+	struct agree_versions v;
+	agree_versions_compare(r, 3, &v);
+	/* 2.23.4 reads the file; job-w-4 sources nccl.env */
+	assert_string_equal(v.floor, "NCCL 2.21.5 on job-w-3 ignores NCCL_CONF_FILE (read from 2.23.4): "
+				     "source /nicpick/nccl.env in the command, or use NCCL >= 2.23.4");
+	r[1].gpu.nccl = 22602;
+	agree_versions_compare(r, 3, &v);
+	assert_string_equal(v.floor, "");
+}
+
 struct vrow {
 	const char *pod, *node;
 	int nccl, driver, runtime;
@@ -581,6 +634,8 @@ int main(void)
 		cmocka_unit_test(test_report_route_flag_round_trips),
 		cmocka_unit_test(test_versions_compare_from_tables),
 		cmocka_unit_test(test_versions_compare_bounds_its_text),
+		cmocka_unit_test(test_report_carries_file_delivery),
+		cmocka_unit_test(test_versions_name_the_pods_below_the_conf_file_floor),
 		cmocka_unit_test(test_report_size_and_count_limits),
 		cmocka_unit_test(test_report_fuzz_mutations_never_crash),
 		cmocka_unit_test(test_network_parse),

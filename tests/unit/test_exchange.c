@@ -55,6 +55,9 @@ static struct exchange_assignment assignment(enum exchange_state st, size_t n_pa
 		snprintf(a.token, sizeof(a.token), "0123456789abcdef0123456789abcdef");
 		snprintf(a.warning, sizeof(a.warning),
 			 "the preferred network 10.8.0.0/24 failed its probe (job-1: cannot connect)");
+		snprintf(a.floor, sizeof(a.floor),
+			 "NCCL 2.21.5 on job-3 ignores NCCL_CONF_FILE (read from 2.23.4): source /nicpick/nccl.env "
+			 "in the command, or use NCCL >= 2.23.4");
 	}
 	return a;
 }
@@ -171,6 +174,8 @@ static void test_readers_refuse_what_no_nicpick_writes(void **state)
 		  "]", NULL },
 		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"versions\":\"\",\"parts\":[", "]", "\"versions\" has length 0" },
 		{ "\"state\":\"probe\",\"token\":\"" TOK "\",\"n\":4,\"smoke_skip\":3,\"parts\":[", "]", "\"smoke_skip\" is not a string" },
+		{ "\"state\":\"failed\",\"n\":4,\"status\":6,\"reason\":\"x\",\"floor\":\"NCCL 2.21.5 on job-3\",\"parts\":[",
+		  "]", "in a failed assignment" },
 		{ "\"state\":\"failed\",\"n\":4,\"status\":6,\"reason\":\"x\",\"smoke_skip\":\"job-2: no-gpu\",\"parts\":[",
 		  "]", "\"versions\" or \"smoke_skip\" in a failed assignment" },
 		{ "\"state\":\"final\",\"n\":4,\"parts\":[", "]", "\"state\" is \"final\"" },

@@ -452,6 +452,111 @@ static void empty_socket_ifname_is_a_warning_nccl_ignores_it(void **state)
 	assert_int_equal(w.n, 1);
 }
 
+/* ProcessGroupGloo::Options::create_default reads GLOO_SOCKET_IFNAME only
+ * when it is longer than one character (pytorch,
+ * torch/csrc/distributed/c10d/ProcessGroupGloo.cpp). */
+static void one_character_gloo_ifname_is_a_warning_gloo_ignores_it(void **state)
+{
+	struct jobs_env_warnings w;
+	envcheck(TRAIN("{\"name\": \"GLOO_SOCKET_IFNAME\", \"value\": \"e\"}", ""), false, &w);
+	assert_int_equal(w.n, 1);
+	assert_string_equal(w.v[0].var, "GLOO_SOCKET_IFNAME");
+	assert_string_equal(w.v[0].why,
+			    "Gloo ignores a value of one character or less and uses the address the hostname resolves to");
+	envcheck(TRAIN("{\"name\": \"GLOO_SOCKET_IFNAME\", \"value\": \"\"}", ""), false, &w);
+	assert_int_equal(w.n, 1);
+	assert_string_equal(w.v[0].want, "ens3f0");
+	/* sourcing nccl.env sets nicpick's value after it: no warning */
+	envcheck("{\"name\": \"train\", \"command\": [\"sh\", \"-c\", \". /nicpick/nccl.env && torchrun t.py\"], "
+		 "\"env\": [{\"name\": \"GLOO_SOCKET_IFNAME\", \"value\": \"e\"}]}", false, &w);
+	assert_int_equal(w.n, 0);
+}
+
+static struct jobs_train train_of(const char *containers, const char *const *names, size_t n_names,
+				  int want_rc)
+{
+	char buf[4096];
+	snprintf(buf, sizeof(buf),
+		 "{\"metadata\": {\"name\": \"job-w-3\"}, \"spec\": {\"initContainers\": [{\"name\": \"nicpick\", "
+		 "\"volumeMounts\": [{\"name\": \"nicpick\", \"mountPath\": \"/nicpick\"}]}], "
+		 "\"containers\": [%s], \"volumes\": [{\"name\": \"nicpick\", \"emptyDir\": {}}]}}",
+		 containers);
+	json_t *pod = load(buf);
+	struct jobs_pod p;
+	np_error err = { 0 };
+	assert_int_equal(jobs_pod_parse(pod, &p, &err), 0);
+	struct jobs_train t;
+	assert_int_equal(jobs_train_find(&p, "/nicpick", names, n_names, &t, &err), want_rc);
+	if (want_rc < 0) {
+		assert_int_equal(err.status, NP_EUSAGE);
+		assert_non_null(strstr(err.msg, "--train-container"));
+	}
+	jobs_pod_free(&p);
+	json_decref(pod);
+	return t;
+}
+
+/* The recommended file-only pattern: NCCL_CONF_FILE, no nccl.env. */
+static void conf_file_without_sourcing_is_file_delivery(void **state)
+{
+	struct jobs_train t = train_of(
+		"{\"name\": \"sidecar\"},"
+		"{\"name\": \"train\", \"command\": [\"torchrun\", \"t.py\"], \"env\": ["
+		"{\"name\": \"NCCL_CONF_FILE\", \"value\": \"/n/nccl.conf\"},"
+		"{\"name\": \"NCCL_SOCKET_NTHREADS\", \"value\": \"4\"},"
+		"{\"name\": \"NCCL_DEBUG\", \"value\": \"\"},"
+		"{\"name\": \"NCCL_IB_HCA\", \"valueFrom\": {\"configMapKeyRef\": {\"name\": \"c\", \"key\": \"k\"}}},"
+		"{\"name\": \"HOME\", \"value\": \"/root\"}],"
+		"\"envFrom\": [{\"configMapRef\": {\"name\": \"nccl-settings\"}}],"
+		"\"volumeMounts\": [{\"name\": \"nicpick\", \"mountPath\": \"/n\"}]}",
+		NULL, 0, 0);
+	assert_int_equal(t.delivery, JOBS_DELIVERY_FILE);
+	assert_string_equal(t.container, "train"); /* the sidecar mounts nothing */
+	assert_string_equal(t.conf_path, "/n/nccl.conf");
+	assert_string_equal(t.env_path, "/n/nccl.env");
+	assert_int_equal(t.n_vars, 2); /* the literal NCCL_* values; an empty one stays */
+	assert_string_equal(t.vars[0].name, "NCCL_SOCKET_NTHREADS");
+	assert_string_equal(t.vars[1].name, "NCCL_DEBUG");
+	assert_string_equal(t.vars[1].value, "");
+	assert_int_equal(t.n_unknown, 2);
+	assert_string_equal(t.unknown[0], "NCCL_IB_HCA (valueFrom)");
+	assert_string_equal(t.unknown[1], "envFrom configMap nccl-settings");
+}
+
+static void sourcing_nccl_env_is_env_delivery_and_names_pick_the_container(void **state)
+{
+	const char *both =
+		"{\"name\": \"a\", \"command\": [\"sh\", \"-c\", \". /n/nccl.env; torchrun t.py\"], "
+		"\"env\": [{\"name\": \"NCCL_CONF_FILE\", \"value\": \"/n/nccl.conf\"}],"
+		"\"volumeMounts\": [{\"name\": \"nicpick\", \"mountPath\": \"/n\"}]},"
+		"{\"name\": \"b\", \"env\": [{\"name\": \"NCCL_CONF_FILE\", \"value\": \"/n/nccl.conf\"}],"
+		"\"volumeMounts\": [{\"name\": \"nicpick\", \"mountPath\": \"/n\"}]}";
+	struct jobs_train t = train_of(both, NULL, 0, 0);
+	assert_int_equal(t.delivery, JOBS_DELIVERY_ENV);
+	assert_string_equal(t.container, "a");
+	if (!strstr(t.why, "container b gets them another way (file): the proof tests a's"))
+		fail_msg("%s", t.why);
+	const char *b[] = { "b" };
+	t = train_of(both, b, 1, 0);
+	assert_int_equal(t.delivery, JOBS_DELIVERY_FILE);
+	const char *none[] = { "nope" };
+	train_of(both, none, 1, -1);
+}
+
+static void no_visible_delivery_is_tested_through_the_environment(void **state)
+{
+	struct jobs_train t = train_of("{\"name\": \"train\"}", NULL, 0, 0);
+	assert_int_equal(t.delivery, JOBS_DELIVERY_UNSEEN);
+	assert_string_equal(t.container, "");
+	assert_non_null(strstr(t.why, "--train-container"));
+	/* NCCL_CONF_FILE elsewhere: not nicpick's file */
+	t = train_of("{\"name\": \"train\", \"env\": [{\"name\": \"NCCL_CONF_FILE\", \"value\": \"/etc/nccl.conf\"}],"
+		     "\"volumeMounts\": [{\"name\": \"nicpick\", \"mountPath\": \"/n\"}]}",
+		     NULL, 0, 0);
+	assert_int_equal(t.delivery, JOBS_DELIVERY_UNSEEN);
+	assert_string_equal(t.container, "train");
+}
+
 static void other_values_win_over_nccl_conf(void **state)
 {
 	struct jobs_env_warnings w;
@@ -540,6 +645,10 @@ int main(void)
 		cmocka_unit_test(trainjob_num_nodes_when_set),
 		cmocka_unit_test(malformed_count_is_refused),
 		cmocka_unit_test(empty_socket_ifname_is_a_warning_nccl_ignores_it),
+		cmocka_unit_test(one_character_gloo_ifname_is_a_warning_gloo_ignores_it),
+		cmocka_unit_test(conf_file_without_sourcing_is_file_delivery),
+		cmocka_unit_test(sourcing_nccl_env_is_env_delivery_and_names_pick_the_container),
+		cmocka_unit_test(no_visible_delivery_is_tested_through_the_environment),
 		cmocka_unit_test(other_values_win_over_nccl_conf),
 		cmocka_unit_test(same_values_and_a_later_definition_are_fine),
 		cmocka_unit_test(sourcing_nccl_env_overrides_the_container_env),

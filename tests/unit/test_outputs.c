@@ -329,6 +329,16 @@ static void test_conf_text_is_what_nccl_reads(void **state)
 	/* Every line before the variables is a comment to NCCL. */
 	for (const char *l = text; l < body + 1; l = strchr(l, '\n') + 1)
 		assert_int_equal(l[0], '#');
+	/* ... also to NCCL before 2.26.2, which skips a '#' line only when it
+	 * holds no '=' (v2.26.2-1 src/misc/param.cc setEnvFile gained
+	 * `if (line[0] == '#') continue;`; earlier ones split any line at its
+	 * first '=' and setenv the parts). */
+	for (const char *l = text; *l; l = strchr(l, '\n') + 1) {
+		const char *end = strchr(l, '\n');
+		if (l[0] == '#' && memchr(l, '=', (size_t)(end - l)))
+			fail_msg("a comment line holds '=', which NCCL < 2.26.2 reads as a variable: %.*s",
+				 (int)(end - l), l);
+	}
 	char val[1100];
 	assert_string_equal(nccl_conf_lookup(text, "NCCL_SOCKET_IFNAME", val, sizeof(val)), "=eth1,eth2");
 	assert_null(nccl_conf_lookup(text, "GLOO_SOCKET_IFNAME", val, sizeof(val)));

@@ -114,7 +114,7 @@ static void result_reader_refuses_what_it_does_not_know(void **state)
 	struct {
 		const char *from, *to, *why;
 	} cases[] = {
-		{ "\"v\":1", "\"v\":2", "version 2" },
+		{ "\"v\":2", "\"v\":3", "version 3" },
 		{ "\"rank\":1", "\"rank\":2", "\"rank\" is 2" },
 		{ "\"rank\":1", "\"rank\":\"1\"", "not an integer" },
 		{ "\"phase\":\"done\"", "\"phase\":\"dance\"", "not a known value" },

@@ -22,9 +22,12 @@ static void test_outcome_round_trips(void **state)
 	struct exchange_outcome o = { .ok = false, .status = 6, .epoch = 2,
 				      .smoke = EXCHANGE_SMOKE_FAILED, .has_busbw = true,
 				      .busbw = 0.25, .min_busbw = 1.5, .nccl = 22809,
-				      .warnings = 1, .suspect_rank = 2 };
+				      .warnings = 1, .n_slow_nodes = 1, .slow_nodes = { 2 },
+				      .n_slow_link_ends = 2, .slow_link_ends = { 0, 4 } };
 	snprintf(o.reason, sizeof(o.reason), "smoke all-reduce failed: slow network");
-	snprintf(o.suspect, sizeof(o.suspect), "the link into rank 2 (job-2, node-c) from rank 1");
+	snprintf(o.suspect, sizeof(o.suspect),
+		 "slow node: job-2 (node node-c, 10.9.0.3) (rank 2), both its ring links are slow; "
+		 "slow link end: job-0 (rank 0); slow link end: job-4 (rank 4)");
 	snprintf(o.warning, sizeof(o.warning), "container train sets NCCL_SOCKET_IFNAME='eth0'");
 	char *s = NULL;
 	np_error err = { 0 };
@@ -37,19 +40,24 @@ static void test_outcome_round_trips(void **state)
 	assert_int_equal(back.smoke, EXCHANGE_SMOKE_FAILED);
 	assert_true(back.has_busbw);
 	assert_true(back.busbw == 0.25 && back.min_busbw == 1.5);
-	assert_int_equal(back.suspect_rank, 2);
+	assert_int_equal(back.n_slow_nodes, 1);
+	assert_int_equal(back.slow_nodes[0], 2);
+	assert_int_equal(back.n_slow_link_ends, 2);
+	assert_int_equal(back.slow_link_ends[0], 0);
+	assert_int_equal(back.slow_link_ends[1], 4);
 	assert_string_equal(back.reason, o.reason);
 	assert_string_equal(back.suspect, o.suspect);
 	assert_string_equal(back.warning, o.warning);
 	free(s);
 
 	/* ok: no reason, no busbw when the test did not run */
-	struct exchange_outcome ok = { .ok = true, .smoke = EXCHANGE_SMOKE_SKIPPED, .suspect_rank = -1 };
+	struct exchange_outcome ok = { .ok = true, .smoke = EXCHANGE_SMOKE_SKIPPED };
 	assert_int_equal(exchange_outcome_to_json(&ok, &s, &err), 0);
 	assert_null(strstr(s, "reason"));
+	assert_null(strstr(s, "slow_"));
 	assert_null(strstr(s, "\"busbw\""));
 	assert_int_equal(exchange_outcome_parse(s, strlen(s), &back, &err), 0);
-	assert_true(back.ok && !back.has_busbw && back.suspect_rank == -1);
+	assert_true(back.ok && !back.has_busbw && !back.n_slow_nodes && !back.n_slow_link_ends);
 	free(s);
 }
 
@@ -68,7 +76,19 @@ static void test_outcome_reader_is_strict(void **state)
 		  "\"nccl\":0,\"warnings\":0}", "\"smoke\" is \"maybe\"" },
 		{ "{\"v\":2,\"ok\":true}", "version 2" },
 		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
-		  "\"nccl\":0,\"warnings\":0,\"suspect_rank\":1}", "\"suspect_rank\" without \"suspect\"" },
+		  "\"nccl\":0,\"warnings\":0,\"slow_nodes\":[1]}", "without \"suspect\"" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"suspect\":\"slow node: x\",\"slow_nodes\":[],\"slow_link_ends\":[]}",
+		  "names no rank" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"suspect\":\"slow node: x\",\"slow_nodes\":[1,1]}",
+		  "names rank 1 twice" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"suspect\":\"slow node: x\",\"slow_link_ends\":[-1]}",
+		  "\"slow_link_ends\"[0] is not a rank" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"suspect\":\"slow node: x\",\"slow_nodes\":2}",
+		  "\"slow_nodes\" is not an array" },
 		{ "[1]", "not a JSON object" },
 		{ "{", "not JSON" },
 	};
@@ -151,11 +171,12 @@ static void decided(json_t *p, int i, int n, bool with_outcome, int status)
 	if (with_outcome) {
 		struct exchange_outcome o = { .ok = status == 0, .status = status, .epoch = 1,
 					      .smoke = status ? EXCHANGE_SMOKE_FAILED : EXCHANGE_SMOKE_PASSED,
-					      .has_busbw = true, .busbw = 1.5 + i, .suspect_rank = -1 };
+					      .has_busbw = true, .busbw = 1.5 + i };
 		if (status) {
 			snprintf(o.reason, sizeof(o.reason), "smoke all-reduce failed: slow network");
-			snprintf(o.suspect, sizeof(o.suspect), "the link into rank 1 (train-1, node-b)");
-			o.suspect_rank = 1;
+			snprintf(o.suspect, sizeof(o.suspect),
+				 "slow node: train-1 (node node-b) (rank 1), both its ring links are slow");
+			o.slow_nodes[o.n_slow_nodes++] = 1;
 		}
 		assert_int_equal(exchange_outcome_to_json(&o, &s, &err), 0);
 		annotate(p, EXCHANGE_ANN_OUTCOME, s);
@@ -234,9 +255,11 @@ static void test_a_round_still_proving_waits_and_a_failed_smoke_exits_6(void **s
 	assert_int_equal(j.state, STATUS_FAILED);
 	assert_int_equal(j.exit_code, 6);
 	assert_string_equal(j.smoke, "failed");
-	assert_int_equal(j.pods[1].suspect, STATUS_SUSPECT_IN);
-	assert_int_equal(j.pods[0].suspect, STATUS_SUSPECT_OUT); /* the ring: rank 0 -> 1 */
+	/* the slow node itself, not its ring neighbours */
+	assert_int_equal(j.pods[1].suspect, STATUS_SUSPECT_NODE);
+	assert_int_equal(j.pods[0].suspect, STATUS_SUSPECT_NONE);
 	assert_int_equal(j.pods[2].suspect, STATUS_SUSPECT_NONE);
+	assert_non_null(strstr(j.suspect, "slow node: train-1"));
 	assert_string_equal(j.reason, "train-0: smoke all-reduce failed: slow network");
 	status_job_free(&j);
 	json_decref(pods);

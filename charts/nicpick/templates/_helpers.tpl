@@ -230,8 +230,11 @@ and /tmp for the smoke step.  Pair with automountServiceAccountToken: false.
 {{- end -}}
 
 {{/*
-nicpick.trainEnv: env items for the training container.  NCCL reads
-nicpick's nccl.conf itself: no change to the training command.
+nicpick.trainEnv: env items for the training container: NCCL_CONF_FILE,
+set beside the command's `. OUTDIR/nccl.env` (job.yaml).  NCCL reads
+NCCL_CONF_FILE only from 2.23.4 (src/misc/param.cc, v2.23.4-1), so the
+file alone is not enough on older NCCL (PyTorch 2.5/2.6 CUDA 12.4 wheels
+ship 2.21.5); sourcing nccl.env works on every NCCL.
 nicpick.trainVolumeMounts: the matching read-only mount.
 */}}
 {{- define "nicpick.trainEnv" -}}
