@@ -15,8 +15,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!strchr(err.msg, '\n'), "two-line error: %s", err.msg);
 		return 0;
 	}
-	FUZZ_CHECK(r1.n_sizes <= SMOKE_SIZES_MAX && r1.n_ring <= SMOKE_RING_MAX, "%zu/%zu",
-		   r1.n_sizes, r1.n_ring);
+	FUZZ_CHECK(r1.n_sizes <= SMOKE_SIZES_MAX && r1.n_links <= SMOKE_RING_MAX &&
+		   r1.n_labels <= SMOKE_LABELS_MAX, "%zu/%zu",
+		   r1.n_sizes, r1.n_links);
 	FUZZ_CHECK(r1.rank >= 0 && r1.rank < r1.world, "rank %d of %d", r1.rank, r1.world);
 	char *j1 = NULL, *j2 = NULL;
 	FUZZ_CHECK(smoke_result_to_json(&r1, &j1, &err) == 0, "%s", err.msg);
