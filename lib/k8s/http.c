@@ -324,13 +324,18 @@ uint32_t k8s_rand(struct k8s_client *c)
 	return x;
 }
 
-long k8s_backoff_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd)
+/* base_ms doubled per attempt, at most cap_ms. */
+static long backoff_ceil(unsigned attempt, long base_ms, long cap_ms)
 {
 	long ceil = base_ms;
 	for (unsigned i = 0; i < attempt && ceil < cap_ms; i++)
 		ceil *= 2;
-	if (ceil > cap_ms)
-		ceil = cap_ms;
+	return ceil > cap_ms ? cap_ms : ceil;
+}
+
+long k8s_backoff_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd)
+{
+	long ceil = backoff_ceil(attempt, base_ms, cap_ms);
 	if (ceil <= 0)
 		return 0;
 	return (long)(rnd % ((uint32_t)ceil + 1));
@@ -375,11 +380,7 @@ int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 
 long k8s_backoff_jitter_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd)
 {
-	long d = base_ms;
-	for (unsigned i = 0; i < attempt && d < cap_ms; i++)
-		d *= 2;
-	if (d > cap_ms)
-		d = cap_ms;
+	long d = backoff_ceil(attempt, base_ms, cap_ms);
 	if (d <= 0)
 		return 0;
 	return d + (long)(rnd % ((uint32_t)d + 1));
