@@ -291,8 +291,12 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 		k = own;
 	}
 	k8s_client_set_deadline(k, o->deadline_ms);
+	/* A success names the pod the exchange read; a failure reads it again
+	 * (it may have failed before the exchange read it, and a gatherer's
+	 * failed round depends on the round the pod carries now). */
 	json_t *pod = NULL;
-	int r = k8s_get_pod(k, o->k8s->namespace, name, &pod, err);
+	int r = status == NP_OK && res->pod ? 0 : k8s_get_pod(k, o->k8s->namespace, name, &pod, err);
+	const json_t *subject = pod ? pod : res->pod;
 	json_t *ann = r == 0 ? json_pack("{s:s}", EXCHANGE_ANN_RESULT, message) : NULL;
 	if (r == 0 && !ann)
 		r = np_error_set(err, NP_EINTERNAL, ENOMEM, "result annotation");
@@ -309,7 +313,7 @@ int exchange_publish_result(const struct exchange_opts *o, const struct exchange
 	/* A job that left a network that failed its probe says so as a
 	 * Warning, so that it shows among the pod's warnings. */
 	if (r == 0)
-		r = k8s_create_event(k, o->k8s->namespace, pod,
+		r = k8s_create_event(k, o->k8s->namespace, subject,
 				     status == NP_OK ? "NetworkSelected" : "NetworkSelectionFailed", message,
 				     status == NP_OK && !res->probe_warning[0] ? "Normal" : "Warning", err);
 	json_decref(pod);
