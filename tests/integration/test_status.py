@@ -177,6 +177,10 @@ def test_decided_and_proven_through_kubectl_and_the_plugin_on_path(make_cluster,
     w = rows(run_status(c, C.JOB, "-o", "wide", kc=kc))
     assert w[f"{C.JOB}-0"]["RANK"] == "0" and w[f"{C.JOB}-0"]["NEXT"] == f"{C.JOB}-1", w
     assert w[f"{C.JOB}-3"]["NETWORK"] == "10.9.0.0/24" and w[f"{C.JOB}-3"]["ROUND"] == "1", w
+    # ... and the output set each pod wrote, as its decision.json names it.
+    for pod, x in zip(c.pods, d["pods"]):
+        want = C.decision_of(pod)["decision_id"]
+        assert w[pod.name]["DECISION"] == want and x["decisionId"] == want, (w[pod.name], x)
 
 
 def test_waiting_for_a_pod_then_watch_follows_it_to_the_decision(make_cluster, tmp_path):
