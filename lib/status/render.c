@@ -6,6 +6,7 @@
 
 #include "smoke/smoke.h"
 #include "status/status.h"
+#include "util/rate.h"
 
 #define STATUS_JSON_VERSION "nicpick.io/v1"
 
@@ -38,8 +39,11 @@ static void job_line(FILE *f, const struct status_job *j)
 		fprintf(f, "; network %s, round %d", j->network, j->round);
 	if (j->smoke[0]) {
 		fprintf(f, "; smoke %s", j->smoke);
-		if (j->has_busbw)
-			fprintf(f, ", busbw %.2f GB/s", j->busbw);
+		if (j->has_busbw) {
+			char rate[NP_RATE_TEXT_MAX];
+			np_rate_text(rate, sizeof(rate), j->busbw, " ");
+			fprintf(f, ", busbw %s", rate);
+		}
 	}
 	if (j->suspect[0])
 		fprintf(f, "; suspect: %s", j->suspect);
@@ -87,7 +91,7 @@ static void cells(const struct status_pod *p, char c[NCOLS][STATUS_TEXT_MAX])
 			snprintf(c[5], STATUS_TEXT_MAX, "%s", p->probe_ok ? "ok" : "failed");
 	}
 	if (p->has_outcome && p->outcome.has_busbw)
-		snprintf(c[6], STATUS_TEXT_MAX, "%.2fGB/s", p->outcome.busbw);
+		np_rate_text(c[6], STATUS_TEXT_MAX, p->outcome.busbw, "");
 	else if (p->has_outcome && p->outcome.smoke != EXCHANGE_SMOKE_PASSED)
 		snprintf(c[6], STATUS_TEXT_MAX, "%s", exchange_smoke_name(p->outcome.smoke));
 	if (p->suspect != STATUS_SUSPECT_NONE)

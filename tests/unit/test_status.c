@@ -294,6 +294,35 @@ static void test_a_decided_job_exits_0_with_every_pods_part(void **state)
 	json_decref(pods);
 }
 
+/* make demo's test double, or a throttled link: MB/s, never "0.00 GB/s". */
+static void test_a_slow_busbw_shows_in_the_unit_that_suits_it(void **state)
+{
+	json_t *pods = json_array();
+	for (int i = 0; i < 2; i++) {
+		json_t *p = batch_pod(i);
+		decided(p, i, 2, false, 0);
+		struct exchange_outcome o = { .ok = true, .epoch = 1, .smoke = EXCHANGE_SMOKE_PASSED,
+					      .has_busbw = true, .busbw = i ? 0.0171 : 0.005 };
+		char *s = NULL;
+		np_error err = { 0 };
+		assert_int_equal(exchange_outcome_to_json(&o, &s, &err), 0);
+		annotate(p, EXCHANGE_ANN_OUTCOME, s);
+		json_array_append_new(pods, p);
+	}
+	struct status_job j;
+	np_error err = { 0 };
+	assert_int_equal(status_build(pods, NULL, "ml", "train", STATUS_KIND_JOB, &j, &err), 0);
+	char *t = status_text(&j, false);
+	assert_non_null(t);
+	assert_non_null(strstr(t, "; smoke passed, busbw 5.00 MB/s\n"));
+	assert_non_null(strstr(t, "   ok 9400Mb/s   5.00MB/s   -"));
+	assert_non_null(strstr(t, "   ok 9400Mb/s   17.1MB/s   -"));
+	assert_null(strstr(t, "0.00"));
+	free(t);
+	status_job_free(&j);
+	json_decref(pods);
+}
+
 static void test_a_round_still_proving_waits_and_a_failed_smoke_exits_6(void **state)
 {
 	json_t *pods = json_array();
@@ -416,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_outcome_carries_the_decision_id),
 		cmocka_unit_test(test_outcome_reader_is_strict),
 		cmocka_unit_test(test_a_decided_job_exits_0_with_every_pods_part),
+		cmocka_unit_test(test_a_slow_busbw_shows_in_the_unit_that_suits_it),
 		cmocka_unit_test(test_a_round_still_proving_waits_and_a_failed_smoke_exits_6),
 		cmocka_unit_test(test_a_jobset_is_the_replicated_job_that_runs_nicpick),
 		cmocka_unit_test(test_a_restarted_jobset_shows_its_latest_attempt),
