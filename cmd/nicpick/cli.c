@@ -32,17 +32,11 @@ static int set_log_format(struct cli *c, const char *arg)
 	return 0;
 }
 
-static int set_help(struct cli *c, const char *arg)
-{
-	cli_print_usage(stdout);
-	exit(0);
-}
-
 static const struct cli_opt common_opts[] = {
 	{ "log-format", required_argument, "--log-format text|json",
 	  "text (default), or one JSON object per line: time, level,\npod, phase, message, fields",
 	  CLI_SEC_LOG, CLI_ALL, .set = set_log_format },
-	{ "help", no_argument, NULL, NULL, CLI_SEC_LOG, CLI_ALL, .set = set_help },
+	{ "help", no_argument, NULL, NULL, CLI_SEC_LOG, CLI_ALL, .kind = CLI_HELP },
 	CLI_OPT_END,
 };
 
@@ -90,26 +84,83 @@ static void usage_row(FILE *out, const struct cli_opt *o)
 	}
 }
 
-void cli_print_usage(FILE *out)
+static const char exit_codes[] =
+	"exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
+	"            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n";
+static const char status_codes[] =
+	"status:     0 decided and proven, 5 still waiting or an API error,\n"
+	"            3/4/6 the job failed with that code, 2 usage\n";
+
+/* A row of the usage text, for every verb (verb NULL) or for one: an
+ * option it takes, or a row of its own table. */
+static bool shown(const struct cli_opt *o, size_t t, const struct cli_verb *verb)
+{
+	return o->usage && o->help &&
+	       (!verb || (o->verbs & verb->bit) || table_order[t] == verb);
+}
+
+static size_t section_rows(int s, const struct cli_verb *verb)
+{
+	size_t n = 0;
+	for (size_t t = 0; t < N_TABLES; t++)
+		for (const struct cli_opt *o = table(t); o->name || o->usage; o++)
+			n += o->section == (enum cli_section)s && shown(o, t, verb);
+	return n;
+}
+
+/* The whole text (verb NULL), or one verb's, from the same tables: the
+ * whole text shows every section, a verb's the ones it has rows in. */
+static void print_usage(FILE *out, const struct cli_verb *verb)
 {
 	const char *lead = "usage: ";
 	for (size_t v = 0; cli_verbs[v]; v++)
-		for (size_t i = 0; i < 2 && cli_verbs[v]->synopsis[i]; i++, lead = "       ")
-			fprintf(out, "%s%s\n", lead, cli_verbs[v]->synopsis[i]);
+		for (size_t i = 0; i < 2 && cli_verbs[v]->synopsis[i]; i++)
+			if (!verb || cli_verbs[v] == verb) {
+				fprintf(out, "%s%s\n", lead, cli_verbs[v]->synopsis[i]);
+				lead = "       ";
+			}
+	size_t rows = 0;
+	for (int s = 0; s < CLI_SEC_N; s++)
+		rows += section_rows(s, verb);
+	/* version: its synopsis is all there is to say */
+	if (verb && !rows)
+		return;
 	fputc('\n', out);
 	for (int s = 0; s < CLI_SEC_N; s++) {
+		if (verb && !section_rows(s, verb))
+			continue;
 		fprintf(out, "%s\n", section_title[s]);
 		for (size_t t = 0; t < N_TABLES; t++)
 			for (const struct cli_opt *o = table(t); o->name || o->usage; o++)
-				if (o->section == (enum cli_section)s && o->usage && o->help)
+				if (o->section == (enum cli_section)s && shown(o, t, verb))
 					usage_row(out, o);
 	}
-	fputs("\n"
-	      "exit codes: 0 ok, 1 runtime error, 2 usage, 3 no usable interface,\n"
-	      "            4 no common network, 5 Kubernetes API error or deadline, 6 smoke failed\n"
-	      "status:     0 decided and proven, 5 still waiting or an API error,\n"
-	      "            3/4/6 the job failed with that code, 2 usage\n",
-	      out);
+	fputc('\n', out);
+	if (verb != &cli_status)
+		fputs(exit_codes, out);
+	if (!verb || verb == &cli_status)
+		fputs(status_codes, out);
+}
+
+void cli_print_usage(FILE *out)
+{
+	print_usage(out, NULL);
+}
+
+void cli_print_verb_usage(FILE *out, const struct cli_verb *verb)
+{
+	print_usage(out, verb);
+}
+
+void cli_help(const struct cli_verb *verb)
+{
+	cli_print_verb_usage(stdout, verb);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		np_error err = { 0 };
+		np_error_set(&err, NP_EINTERNAL, errno ? errno : EIO, "cannot write to standard output");
+		exit(cli_fail(&err));
+	}
+	exit(0);
 }
 
 /* ---- parsing ---- */
@@ -169,14 +220,15 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 				*(const char **)((char *)c + o->at) = optarg;
 			else if (o->kind == CLI_TRUE)
 				*(bool *)((char *)c + o->at) = true;
+			else if (o->kind == CLI_HELP)
+				cli_help(verb);
 			else if ((rc = o->set(c, optarg)) != 0)
 				return rc;
 			continue;
 		}
 		switch (ch) {
 		case 'h':
-			set_help(c, NULL);
-			return 0;
+			cli_help(verb);
 		case ':':
 			return cli_usage_error("%s needs a value", argv[optind - 1]);
 		default:

@@ -51,8 +51,8 @@ struct cli_opt {
 	unsigned verbs;    /* CLI_* of the verbs that take it */
 	int (*set)(struct cli *c, const char *arg); /* 0, or an exit code */
 	/* Without set: store the value (CLI_STRING) or true (CLI_TRUE) at the
-	 * field `at` of struct cli. */
-	enum { CLI_CALL, CLI_STRING, CLI_TRUE } kind;
+	 * field `at` of struct cli; CLI_HELP: print the verb's usage, exit 0. */
+	enum { CLI_CALL, CLI_STRING, CLI_TRUE, CLI_HELP } kind;
 	size_t at;
 };
 #define CLI_STR(field) .kind = CLI_STRING, .at = offsetof(struct cli, field)
@@ -76,9 +76,15 @@ extern enum np_log_format cli_log_fmt;
 extern int64_t cli_started_ms;
 extern const char *cli_log_pod_name;
 
-/* The whole usage text, generated from the tables (malloc'd). */
-char *cli_usage(void);
+/* The whole usage text, generated from the tables. */
 void cli_print_usage(FILE *out);
+/* One verb's: its synopsis, the options it takes (its own table's and the
+ * ones it shares with other verbs), grouped as in the whole text, and the
+ * exit codes. */
+void cli_print_verb_usage(FILE *out, const struct cli_verb *verb);
+/* `nicpick VERB --help`: the verb's usage on stdout, then exit 0 (1 when
+ * stdout cannot be written). */
+__attribute__((noreturn)) void cli_help(const struct cli_verb *verb);
 
 /* Returns 0, or an exit code. */
 int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c);

@@ -15,10 +15,8 @@ static const struct cli_opt opts[] = {
 
 static int run(int argc, char **argv)
 {
-	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		cli_print_usage(stdout);
-		return 0;
-	}
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+		cli_help(&cli_install);
 	if (argc != 2 || argv[1][0] == '-')
 		return cli_usage_error("%s", argc < 2 ? "install: DIR is required"
 				       : argc > 2 ? "install: expected one DIR"

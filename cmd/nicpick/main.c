@@ -50,7 +50,7 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		if (strcmp(self, "kubectl-nicpick") == 0)
 			fprintf(stderr, "usage: kubectl nicpick status JOB [-n NS] [--kind KIND] "
-					"[-o wide|json] [-w]   (kubectl nicpick --help: every option)\n");
+					"[-o wide|json] [-w]   (kubectl nicpick status --help: its options)\n");
 		else
 			cli_print_usage(stderr);
 		return NP_EUSAGE;
@@ -58,6 +58,13 @@ int main(int argc, char **argv)
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--version") == 0)
 		return flushed(cli_version.run(argc - 1, argv + 1));
+	/* The whole text; `nicpick help VERB` as `nicpick VERB --help`. */
+	if (strcmp(cmd, "help") == 0 && argc == 3) {
+		for (size_t i = 0; cli_verbs[i]; i++)
+			if (strcmp(argv[2], cli_verbs[i]->name) == 0)
+				cli_help(cli_verbs[i]);
+		return cli_usage_error("help: unknown command '%s'", argv[2]);
+	}
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		cli_print_usage(stdout);
 		return flushed(0);

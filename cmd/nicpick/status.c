@@ -99,8 +99,7 @@ static int parse(int argc, char **argv, struct status_args *a)
 		case 'L':
 			break;
 		case 'h':
-			cli_print_usage(stdout);
-			exit(0);
+			cli_help(&cli_status);
 		case ':':
 			return cli_usage_error("%s needs a value", argv[optind - 1]);
 		default:

@@ -1,5 +1,6 @@
 /* nicpick version: what was built, from what. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -14,6 +15,8 @@ static const struct cli_opt opts[] = { CLI_OPT_END };
 
 static int run(int argc, char **argv)
 {
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+		cli_help(&cli_version);
 	printf("nicpick %s (%s)\n", NICPICK_VERSION, NICPICK_GITREV);
 	return 0;
 }

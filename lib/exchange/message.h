@@ -43,8 +43,13 @@
  *      "smoke":"passed"|"failed"|"skipped","busbw":1.73,"min_busbw":0.5,
  *      "suspect":"slow node: job-w-2 (node node-c, 10.9.0.3) (rank 2) ...",
  *      "slow_nodes":[2],"slow_link_ends":[],"nccl":22105,
- *      "warnings":1,"warning":"container train sets NCCL_SOCKET_IFNAME=..."}
+ *      "warnings":1,"warning":"container train sets NCCL_SOCKET_IFNAME=...",
+ *      "decision_id":"20261201T145000Z-1a2b3c4d"}
  *     busbw (GB/s at the largest size) only when the smoke test ran;
+ *     decision_id (the output set's, lib/outputs: DIR/decision-ID and
+ *     "decision_id" in its decision.json) only when ok and the outputs
+ *     were written; an outcome without it (nicpick before it, or no
+ *     --out-dir) is read as one with "";
  *     suspect, warning only when not empty.  The smoke test's ring-link
  *     verdict (lib/smoke/plan.c): slow_nodes are the ranks both of whose
  *     ring links are slow, slow_link_ends both ends of a slow link with no
@@ -186,6 +191,7 @@ void exchange_progress_text(const struct exchange_progress *p, char *buf, size_t
 
 /* How this pod's nicpick ended (nicpick.io/outcome). */
 #define EXCHANGE_SUSPECTS_MAX 8 /* ranks one verdict names (SMOKE_NAMED_MAX) */
+#define EXCHANGE_DECISION_ID_MAX 40 /* OUTPUTS_ID_MAX */
 enum exchange_smoke { EXCHANGE_SMOKE_SKIPPED, EXCHANGE_SMOKE_PASSED, EXCHANGE_SMOKE_FAILED };
 const char *exchange_smoke_name(enum exchange_smoke s);
 
@@ -207,6 +213,8 @@ struct exchange_outcome {
 	int nccl;         /* ncclGetVersion(), 0 unknown */
 	int warnings;     /* pod settings that override the outputs */
 	char warning[EXCHANGE_DETAIL_MAX * 2]; /* the first of them, "" none */
+	/* The output set this run wrote (OUTPUTS_ID_MAX), "" none. */
+	char decision_id[EXCHANGE_DECISION_ID_MAX];
 };
 
 int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_error *err);

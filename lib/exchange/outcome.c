@@ -74,6 +74,14 @@ static int get_ranks(const json_t *o, const char *key, int *dst, size_t *n, char
 
 int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_error *err)
 {
+	/* An id is outputs_new_id's; anything else is a caller's bug, which
+	 * the reader would refuse on every pod's status. */
+	size_t id_len = strnlen(o->decision_id, sizeof(o->decision_id));
+	if (id_len == sizeof(o->decision_id) || !np_str_ok(o->decision_id, NP_CS_NAME)) {
+		*json = NULL;
+		return np_error_set(err, NP_EINTERNAL, 0, "cannot write the outcome: the decision id is "
+				    "not an output set's");
+	}
 	json_t *j = json_pack("{s:i, s:b, s:i, s:i, s:s, s:f, s:i, s:i}", "v", EXCHANGE_MSG_VERSION,
 			      "ok", o->ok, "status", o->ok ? 0 : o->status, "epoch", o->epoch, "smoke",
 			      exchange_smoke_name(o->smoke), "min_busbw", o->min_busbw, "nccl", o->nccl,
@@ -90,6 +98,8 @@ int exchange_outcome_to_json(const struct exchange_outcome *o, char **json, np_e
 	}
 	if (j && o->warning[0])
 		json_object_set_new(j, "warning", clean(o->warning, sizeof(o->warning)));
+	if (j && o->ok && o->decision_id[0])
+		json_object_set_new(j, "decision_id", json_string(o->decision_id));
 	*json = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	json_decref(j);
 	if (!*json)
@@ -117,7 +127,7 @@ int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome
 {
 	static const char *const keys[] = { "v",     "ok",	 "status",  "reason",   "epoch",
 					    "smoke", "busbw",	 "min_busbw", "suspect", "slow_nodes", "slow_link_ends", "nccl",
-					    "warnings", "warning", NULL };
+					    "warnings", "warning", "decision_id", NULL };
 	char why[NP_JSON_WHY_MAX] = "", smoke[16];
 	memset(out, 0, sizeof(*out));
 	if (len > EXCHANGE_MSG_MAX_BYTES) {
@@ -156,7 +166,10 @@ int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome
 	    np_json_str(o, "reason", !out->ok, NP_CS_UTF8, out->ok ? 0 : 1, out->reason,
 			sizeof(out->reason), why) < 0 ||
 	    np_json_str(o, "suspect", false, NP_CS_UTF8, 1, out->suspect, sizeof(out->suspect), why) < 0 ||
-	    np_json_str(o, "warning", false, NP_CS_UTF8, 1, out->warning, sizeof(out->warning), why) < 0)
+	    np_json_str(o, "warning", false, NP_CS_UTF8, 1, out->warning, sizeof(out->warning), why) < 0 ||
+	    /* optional: the nicpick before it wrote none (a job may mix the two) */
+	    np_json_str(o, "decision_id", false, NP_CS_NAME, 1, out->decision_id,
+			sizeof(out->decision_id), why) < 0)
 		goto out;
 	out->has_busbw = r == 0;
 	if (get_ranks(o, "slow_nodes", out->slow_nodes, &out->n_slow_nodes, why) < 0 ||
@@ -178,6 +191,10 @@ int exchange_outcome_parse(const char *json, size_t len, struct exchange_outcome
 	}
 	if (out->ok && json_object_get(o, "reason")) {
 		snprintf(why, sizeof(why), "\"reason\" given with \"ok\" true");
+		goto out;
+	}
+	if (!out->ok && out->decision_id[0]) {
+		snprintf(why, sizeof(why), "\"decision_id\" given with \"ok\" false");
 		goto out;
 	}
 	bool known = false;

@@ -17,6 +17,8 @@
 #define PUBLISH_RESERVE_MS 2000
 #define PUBLISH_STOPPED_MS 600
 
+_Static_assert(EXCHANGE_DECISION_ID_MAX >= OUTPUTS_ID_MAX, "the outcome carries the set's id");
+
 int select_gather(const struct select_opts *o, struct select_result *r, np_error *err)
 {
 	memset(r, 0, sizeof(*r));
@@ -388,6 +390,10 @@ static int write_outputs(struct run *x, np_error *err)
 	r->decision = select_decision_json(&d);
 	if (!r->decision)
 		return np_error_set(err, NP_EINTERNAL, 0, "cannot build decision.json");
+	/* The set's id, chosen here so that the result and the Event on the
+	 * pod name the set this run wrote. */
+	if (o->out_dir && !x->env.decision_id[0])
+		outputs_new_id(x->env.decision_id);
 	if (o->out_dir && outputs_write(o->out_dir, &x->env, r->decision, err) < 0)
 		return -1;
 	return 0;
@@ -439,6 +445,8 @@ static void publish(struct run *x, int status, const char *msg)
 	}
 	if (r->env_warnings.n)
 		jobs_env_warning_text(&r->env_warnings.v[0], oc.warning, sizeof(oc.warning));
+	if (ok)
+		snprintf(oc.decision_id, sizeof(oc.decision_id), "%s", x->env.decision_id);
 	char *outcome = NULL;
 	if (exchange_outcome_to_json(&oc, &outcome, &perr) < 0)
 		say(x, EXCHANGE_WARN, perr.msg);
@@ -463,9 +471,15 @@ static void selected_text(const struct run *x, char *msg, size_t len)
 	for (size_t i = 1; i < r->ex.n_rails && i < EXCHANGE_RAILS_MAX; i++)
 		snprintf(rails + strlen(rails), sizeof(rails) - strlen(rails), " and %s (%s) on %s",
 			 r->ex.rails[i].ifname, r->ex.rails[i].addr, r->ex.rails[i].network);
-	snprintf(msg, len, "NCCL uses %s (%s) on %s%s, agreed by %zu pods%s; %s",
+	/* The output set's id comes before the long parts (the smoke test's
+	 * figures, the warnings), so that it stays within an Event's 1024
+	 * bytes (lib/k8s/events.c cuts the rest). */
+	char id[EXCHANGE_DECISION_ID_MAX + 16] = "";
+	if (x->env.decision_id[0])
+		snprintf(id, sizeof(id), "; decision %s", x->env.decision_id);
+	snprintf(msg, len, "NCCL uses %s (%s) on %s%s, agreed by %zu pods%s%s; %s",
 		 r->nics.v[r->chosen].name, r->ex.addr, r->ex.network, rails, r->ex.n_pods,
-		 r->ex.next_pod[0] ? " and probed around the ring" : "", sm);
+		 r->ex.next_pod[0] ? " and probed around the ring" : "", id, sm);
 	if (r->ex.probe_warning[0]) {
 		size_t n = strlen(msg);
 		snprintf(msg + n, len - n, "; warning: %s", r->ex.probe_warning);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "smoke/smoke.h"
+#include "util/rate.h"
 
 void smoke_nccl_version_text(int code, char *buf, size_t len)
 {
@@ -180,11 +181,13 @@ void smoke_links_text(const struct smoke_result *r, const struct smoke_links_ver
 		const struct smoke_link *in = &r->links[((size_t)rk + n - 1) % n], *out = &r->links[rk];
 		char who[SMOKE_LABEL_MAX + 32];
 		smoke_rank_label(r, rk, who, sizeof(who));
+		char from[NP_RATE_TEXT_MAX], to[NP_RATE_TEXT_MAX];
+		np_rate_pair_text(from, sizeof(from), in->fwd_gbps, in->rev_gbps, " ");
+		np_rate_pair_text(to, sizeof(to), out->rev_gbps, out->fwd_gbps, " ");
 		if (v->both[j])
 			off += (size_t)snprintf(buf + off, len - off,
-						"%sslow node: %s, both its ring links are slow (%.2f/%.2f GB/s from rank %zu, %.2f/%.2f GB/s to rank %zu, in/out)",
-						j ? "; " : "", who, in->fwd_gbps, in->rev_gbps,
-						((size_t)rk + n - 1) % n, out->rev_gbps, out->fwd_gbps,
+						"%sslow node: %s, both its ring links are slow (%s from rank %zu, %s to rank %zu, in/out)",
+						j ? "; " : "", who, from, ((size_t)rk + n - 1) % n, to,
 						((size_t)rk + 1) % n);
 		else
 			off += (size_t)snprintf(buf + off, len - off, "%sslow link end: %s", j ? "; " : "", who);
@@ -194,11 +197,12 @@ void smoke_links_text(const struct smoke_result *r, const struct smoke_links_ver
 	bool lone = false;
 	for (size_t j = 0; j < v->n_named; j++)
 		lone |= !v->both[j];
+	char ref[NP_RATE_TEXT_MAX];
+	np_rate_text(ref, sizeof(ref), v->ref_gbps, " ");
 	if (v->n_named && off + 1 < len)
 		snprintf(buf + off, len - off,
-			 "; the fastest ring link carries %.2f GB/s, slow is below %.0f%% of it%s",
-			 v->ref_gbps, SMOKE_SLOW_LINK_FRACTION * 100,
-			 lone ? " (a lone link below 33%)" : "");
+			 "; the fastest ring link carries %s, slow is below %.0f%% of it%s", ref,
+			 SMOKE_SLOW_LINK_FRACTION * 100, lone ? " (a lone link below 33%)" : "");
 }
 
 void smoke_links_figures(const struct smoke_result *r, char *buf, size_t len)

@@ -6,6 +6,7 @@
 
 #include "smoke/smoke.h"
 #include "status/status.h"
+#include "util/rate.h"
 
 #define STATUS_JSON_VERSION "nicpick.io/v1"
 
@@ -38,8 +39,11 @@ static void job_line(FILE *f, const struct status_job *j)
 		fprintf(f, "; network %s, round %d", j->network, j->round);
 	if (j->smoke[0]) {
 		fprintf(f, "; smoke %s", j->smoke);
-		if (j->has_busbw)
-			fprintf(f, ", busbw %.2f GB/s", j->busbw);
+		if (j->has_busbw) {
+			char rate[NP_RATE_TEXT_MAX];
+			np_rate_text(rate, sizeof(rate), j->busbw, " ");
+			fprintf(f, ", busbw %s", rate);
+		}
 	}
 	if (j->suspect[0])
 		fprintf(f, "; suspect: %s", j->suspect);
@@ -54,12 +58,13 @@ static void job_line(FILE *f, const struct status_job *j)
 	fputc('\n', f);
 }
 
-#define NCOLS 15
+#define NCOLS 16
 #define WIDE_FROM 10 /* columns from here on only with -o wide */
 
 static const char *const headers[NCOLS] = { "POD",	 "NODE",    "STATE",  "INTERFACE", "ADDRESS",
 					    "PROBE",	 "BUSBW",   "SUSPECT", "NCCL",	"WARNINGS",
-					    "NETWORK", "ROUND",   "RANK",   "NEXT",	"DETAIL" };
+					    "NETWORK", "ROUND",   "RANK",   "NEXT",	"DECISION",
+					    "DETAIL" };
 
 static const char *suspect_name(int s)
 {
@@ -86,7 +91,7 @@ static void cells(const struct status_pod *p, char c[NCOLS][STATUS_TEXT_MAX])
 			snprintf(c[5], STATUS_TEXT_MAX, "%s", p->probe_ok ? "ok" : "failed");
 	}
 	if (p->has_outcome && p->outcome.has_busbw)
-		snprintf(c[6], STATUS_TEXT_MAX, "%.2fGB/s", p->outcome.busbw);
+		np_rate_text(c[6], STATUS_TEXT_MAX, p->outcome.busbw, "");
 	else if (p->has_outcome && p->outcome.smoke != EXCHANGE_SMOKE_PASSED)
 		snprintf(c[6], STATUS_TEXT_MAX, "%s", exchange_smoke_name(p->outcome.smoke));
 	if (p->suspect != STATUS_SUSPECT_NONE)
@@ -107,8 +112,11 @@ static void cells(const struct status_pod *p, char c[NCOLS][STATUS_TEXT_MAX])
 		snprintf(c[12], STATUS_TEXT_MAX, "%d", p->rank);
 	if (p->next_pod[0])
 		snprintf(c[13], STATUS_TEXT_MAX, "%s", p->next_pod);
+	/* the output set in the pod's volume: DIR/decision-ID */
+	if (p->has_outcome && p->outcome.decision_id[0])
+		snprintf(c[14], STATUS_TEXT_MAX, "%s", p->outcome.decision_id);
 	if (p->detail[0])
-		snprintf(c[14], STATUS_TEXT_MAX, "%s", p->detail);
+		snprintf(c[15], STATUS_TEXT_MAX, "%s", p->detail);
 }
 
 static void cell(FILE *f, const char *s, size_t w, bool last)
@@ -176,8 +184,9 @@ static json_t *pod_json(const struct status_pod *p)
 				     : json_null();
 	json_t *smoke = p->has_outcome ? json_string(exchange_smoke_name(p->outcome.smoke)) : json_null();
 	json_t *busbw = p->has_outcome && p->outcome.has_busbw ? json_real(p->outcome.busbw) : json_null();
+	json_t *id = str_or_null(p->has_outcome ? p->outcome.decision_id : NULL);
 	return json_pack("{s:s, s:o, s:o, s:s, s:b, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-			 " s:o, s:o, s:o, s:o}",
+			 " s:o, s:o, s:o, s:o, s:o}",
 			 "name", p->name, "node", str_or_null(p->node), "phase", str_or_null(p->phase),
 			 "state", status_pod_state_name(p->state), "gatherer", p->gatherer, "round",
 			 p->round, "network", str_or_null(p->network), "interface",
@@ -185,7 +194,7 @@ static json_t *pod_json(const struct status_pod *p)
 			 p->rank >= 0 ? json_integer(p->rank) : json_null(), "next",
 			 str_or_null(p->next_pod), "probe", probe ? probe : json_null(), "smoke", smoke,
 			 "suspect", p->suspect ? json_string(suspect_name(p->suspect)) : json_null(), "busbw", busbw, "nccl", str_or_null(nv), "warnings",
-			 warn ? warn : json_array(), "detail", str_or_null(p->detail));
+			 warn ? warn : json_array(), "detail", str_or_null(p->detail), "decisionId", id);
 }
 
 char *status_json(const struct status_job *j)

@@ -130,6 +130,28 @@ def test_happy_path_each_pod_gets_its_own_name_on_the_fast_network(make_cluster)
             p.uid for p in c.pods if p.name == e["involvedObject"]["name"])
 
 
+def test_the_event_and_the_outcome_name_the_output_set_each_pod_wrote(make_cluster):
+    # An operator ties a pod's Event (kubectl describe pod) and its
+    # annotations to the files in its volume by the decision id.
+    c = make_cluster()
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    evs = {e["involvedObject"]["name"]: e for e in c.events() if e.get("reason") == "NetworkSelected"}
+    ids = set()
+    for p in c.pods:
+        want = C.decision_of(p)["decision_id"]
+        assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", want), want
+        assert os.readlink(p.out_dir / "current") == "decision-" + want
+        outcome = json.loads(c.annotation(p.name, "nicpick.io/outcome"))
+        assert outcome["decision_id"] == want, (p.name, outcome)
+        msg = evs[p.name]["message"]
+        assert f"; decision {want}; " in msg, (p.name, msg)
+        assert len(msg.encode()) <= 1024
+        assert f"; decision {want}; " in c.annotation(p.name, "nicpick.io/result")
+        ids.add(want)
+    assert len(ids) == 4, "each pod writes a set of its own"
+
+
 def test_kubectl_describe_pod_shows_the_event(make_cluster):
     if not os.access(KUBECTL, os.X_OK):
         pytest.skip(f"kubectl not found at {KUBECTL}: run `make tools` to fetch it")

@@ -57,6 +57,13 @@ def test_demo_names_the_slow_node_through_the_smoke_step(nicpick_bin, fakegpu): 
     assert [r["SUSPECT"] for n, r in rows.items() if n != "job-w-2"] == ["-"] * 3, rows
     assert [r["STATE"] for r in rows.values()] == ["done"] * 4, rows
     assert "(exit 0)" in out
+    # The double's links run at MB/s (the slow node's at kB/s): each figure
+    # in the unit that suits it, never "0.00 GB/s".
+    shown = out[out.index("$ kubectl"):]
+    assert not re.search(r"(?<![0-9.])0\.00(?![0-9])", shown), shown
+    assert re.search(r"\(\d[\d.]*/\d[\d.]* [kMG]?B/s from rank 1, \d[\d.]*/\d[\d.]* [kMG]?B/s to rank 3", job), job
+    assert re.search(r"the fastest ring link carries [1-9][\d.]* [kMG]?B/s", job), job
+    assert all(re.fullmatch(r"[1-9][\d.]*[kMG]?B/s", r["BUSBW"]) for r in rows.values()), rows
 
 
 def test_demo_without_the_smoke_step_shows_the_decision_and_every_pod(nicpick_bin, tmp_path):

@@ -61,6 +61,46 @@ static void test_outcome_round_trips(void **state)
 	free(s);
 }
 
+/* The id of the output set the pod wrote, as DIR/decision-ID names it. */
+static void test_outcome_carries_the_decision_id(void **state)
+{
+	struct exchange_outcome o = { .ok = true, .smoke = EXCHANGE_SMOKE_PASSED, .epoch = 1 };
+	snprintf(o.decision_id, sizeof(o.decision_id), "20261201T145000Z-1a2b3c4d");
+	char *s = NULL;
+	np_error err = { 0 };
+	assert_int_equal(exchange_outcome_to_json(&o, &s, &err), 0);
+	assert_non_null(strstr(s, "\"decision_id\":\"20261201T145000Z-1a2b3c4d\""));
+	struct exchange_outcome back;
+	assert_int_equal(exchange_outcome_parse(s, strlen(s), &back, &err), 0);
+	assert_string_equal(back.decision_id, "20261201T145000Z-1a2b3c4d");
+	free(s);
+
+	/* What the nicpick before it wrote, without the field: still read
+	 * (a job may mix the two during a rolling upgrade), with no id. */
+	static const char old[] = "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\","
+				  "\"busbw\":21.4,\"min_busbw\":0.6,\"nccl\":22809,\"warnings\":0}";
+	memset(&back, 0x55, sizeof(back));
+	assert_int_equal(exchange_outcome_parse(old, strlen(old), &back, &err), 0);
+	assert_true(back.ok && back.has_busbw && back.busbw == 21.4);
+	assert_string_equal(back.decision_id, "");
+
+	/* A failed run wrote no set: the writer leaves the id out. */
+	struct exchange_outcome failed = { .ok = false, .status = 4 };
+	snprintf(failed.reason, sizeof(failed.reason), "no shared network");
+	snprintf(failed.decision_id, sizeof(failed.decision_id), "20261201T145000Z-1a2b3c4d");
+	assert_int_equal(exchange_outcome_to_json(&failed, &s, &err), 0);
+	assert_null(strstr(s, "decision_id"));
+	free(s);
+
+	/* An id that is not an output set's is the caller's bug: refused,
+	 * never written for every reader to refuse. */
+	snprintf(o.decision_id, sizeof(o.decision_id), "../etc");
+	s = (char *)"unchanged";
+	assert_int_equal(exchange_outcome_to_json(&o, &s, &err), -1);
+	assert_null(s);
+	assert_int_equal(err.status, NP_EINTERNAL);
+}
+
 static void test_outcome_reader_is_strict(void **state)
 {
 	static const struct {
@@ -89,6 +129,21 @@ static void test_outcome_reader_is_strict(void **state)
 		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
 		  "\"nccl\":0,\"warnings\":0,\"suspect\":\"slow node: x\",\"slow_nodes\":2}",
 		  "\"slow_nodes\" is not an array" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"decision_id\":\"a/b\"}",
+		  "\"decision_id\" has characters that are not allowed" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"decision_id\":\"\"}",
+		  "\"decision_id\" has length 0" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"decision_id\":\"20261201T145000Z-1a2b3c4d-and-far-too-long\"}",
+		  "\"decision_id\" has length 42" },
+		{ "{\"v\":1,\"ok\":true,\"status\":0,\"epoch\":1,\"smoke\":\"passed\",\"min_busbw\":0,"
+		  "\"nccl\":0,\"warnings\":0,\"decision_id\":7}",
+		  "\"decision_id\" is not a string" },
+		{ "{\"v\":1,\"ok\":false,\"status\":4,\"reason\":\"x\",\"epoch\":1,\"smoke\":\"skipped\","
+		  "\"min_busbw\":0,\"nccl\":0,\"warnings\":0,\"decision_id\":\"20261201T145000Z-1a2b3c4d\"}",
+		  "\"decision_id\" given with \"ok\" false" },
 		{ "[1]", "not a JSON object" },
 		{ "{", "not JSON" },
 	};
@@ -178,6 +233,8 @@ static void decided(json_t *p, int i, int n, bool with_outcome, int status)
 				 "slow node: train-1 (node node-b) (rank 1), both its ring links are slow");
 			o.slow_nodes[o.n_slow_nodes++] = 1;
 		}
+		if (!status)
+			snprintf(o.decision_id, sizeof(o.decision_id), "20261201T14500%dZ-0000000%d", i, i);
 		assert_int_equal(exchange_outcome_to_json(&o, &s, &err), 0);
 		annotate(p, EXCHANGE_ANN_OUTCOME, s);
 	}
@@ -214,6 +271,13 @@ static void test_a_decided_job_exits_0_with_every_pods_part(void **state)
 				  "network 10.9.0.0/24, round 1; smoke passed, busbw 1.50 GB/s\n"));
 	assert_non_null(strstr(t, "POD        NODE     STATE   INTERFACE   ADDRESS     PROBE"));
 	assert_non_null(strstr(t, "train-0*   node-a   done    eth1        10.9.0.11   ok 9400Mb/s"));
+	assert_null(strstr(t, "DECISION"));
+	free(t);
+	/* -o wide: each pod's output set, by the id its volume names it by */
+	t = status_text(&j, true);
+	assert_non_null(t);
+	assert_non_null(strstr(t, "   NEXT      DECISION                    DETAIL\n"));
+	assert_non_null(strstr(t, "   train-2   20261201T145001Z-00000001   -\n"));
 	free(t);
 	char *js = status_json(&j);
 	json_t *doc = json_loads(js, 0, NULL);
@@ -221,8 +285,40 @@ static void test_a_decided_job_exits_0_with_every_pods_part(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "job"), "state")),
 			    "decided");
 	assert_int_equal(json_array_size(json_object_get(doc, "pods")), 3);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(doc, "pods"), 2),
+							      "decisionId")),
+			    "20261201T145002Z-00000002");
 	json_decref(doc);
 	free(js);
+	status_job_free(&j);
+	json_decref(pods);
+}
+
+/* make demo's test double, or a throttled link: MB/s, never "0.00 GB/s". */
+static void test_a_slow_busbw_shows_in_the_unit_that_suits_it(void **state)
+{
+	json_t *pods = json_array();
+	for (int i = 0; i < 2; i++) {
+		json_t *p = batch_pod(i);
+		decided(p, i, 2, false, 0);
+		struct exchange_outcome o = { .ok = true, .epoch = 1, .smoke = EXCHANGE_SMOKE_PASSED,
+					      .has_busbw = true, .busbw = i ? 0.0171 : 0.005 };
+		char *s = NULL;
+		np_error err = { 0 };
+		assert_int_equal(exchange_outcome_to_json(&o, &s, &err), 0);
+		annotate(p, EXCHANGE_ANN_OUTCOME, s);
+		json_array_append_new(pods, p);
+	}
+	struct status_job j;
+	np_error err = { 0 };
+	assert_int_equal(status_build(pods, NULL, "ml", "train", STATUS_KIND_JOB, &j, &err), 0);
+	char *t = status_text(&j, false);
+	assert_non_null(t);
+	assert_non_null(strstr(t, "; smoke passed, busbw 5.00 MB/s\n"));
+	assert_non_null(strstr(t, "   ok 9400Mb/s   5.00MB/s   -"));
+	assert_non_null(strstr(t, "   ok 9400Mb/s   17.1MB/s   -"));
+	assert_null(strstr(t, "0.00"));
+	free(t);
 	status_job_free(&j);
 	json_decref(pods);
 }
@@ -346,8 +442,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_outcome_round_trips),
+		cmocka_unit_test(test_outcome_carries_the_decision_id),
 		cmocka_unit_test(test_outcome_reader_is_strict),
 		cmocka_unit_test(test_a_decided_job_exits_0_with_every_pods_part),
+		cmocka_unit_test(test_a_slow_busbw_shows_in_the_unit_that_suits_it),
 		cmocka_unit_test(test_a_round_still_proving_waits_and_a_failed_smoke_exits_6),
 		cmocka_unit_test(test_a_jobset_is_the_replicated_job_that_runs_nicpick),
 		cmocka_unit_test(test_a_restarted_jobset_shows_its_latest_attempt),
