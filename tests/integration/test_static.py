@@ -364,3 +364,144 @@ def test_static_dns_that_never_answers_is_named_dns(net, pod_root):
     assert p.returncode == 5, p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert "DNS: Resolving timed out" in last, p.stderr
+
+
+# --- the key exchange the release binary offers (scripts/static-deps.sh puts
+# secp256r1 before X25519 in mbedTLS's group list: P-256's key generation
+# there uses the fixed generator's precomputed table, X25519's does not).
+# Names and numbers: RFC 8446 4.1.2 (ClientHello), 4.2.7 (supported_groups,
+# 0x000a), 4.2.8 (key_share, 0x0033); secp256r1 = 0x0017, x25519 = 0x001d.
+
+def client_hello_groups(data):
+    """(supported_groups, key_share groups) of the TLS ClientHello that
+    starts `data` (one record, as a client's first flight is)."""
+    assert data[0] == 22, "not a handshake record"
+    rec_len = struct.unpack_from(">H", data, 3)[0]
+    body = data[5:5 + rec_len]
+    assert body[0] == 1, "not a ClientHello"
+    p = 4 + 2 + 32
+    p += 1 + body[p]                                       # legacy_session_id
+    p += 2 + struct.unpack_from(">H", body, p)[0]          # cipher_suites
+    p += 1 + body[p]                                       # legacy_compression_methods
+    end = p + 2 + struct.unpack_from(">H", body, p)[0]
+    p += 2
+    supported, shares = [], []
+    while p < end:
+        typ, n = struct.unpack_from(">HH", body, p)
+        ext = body[p + 4:p + 4 + n]
+        p += 4 + n
+        if typ == 0x000a:
+            supported = [struct.unpack_from(">H", ext, 2 + 2 * i)[0]
+                         for i in range(struct.unpack_from(">H", ext, 0)[0] // 2)]
+        elif typ == 0x0033:
+            q = 2
+            while q < 2 + struct.unpack_from(">H", ext, 0)[0]:
+                g, kl = struct.unpack_from(">HH", ext, q)
+                shares.append(g)
+                q += 4 + kl
+    return supported, shares
+
+
+def status_kubeconfig(path, url, ca):
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {url}
+    certificate-authority: {ca}
+contexts:
+- name: c
+  context: {{cluster: c, user: u, namespace: default}}
+current-context: c
+users:
+- name: u
+  user:
+    token: t0ken
+""")
+    return path
+
+
+def test_static_offers_its_key_share_for_secp256r1_and_lists_x25519(static_bin, tmp_path):
+    import socket
+    import threading
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    ls.settimeout(30)
+    got = {}
+
+    def accept():
+        c, _ = ls.accept()
+        c.settimeout(10)
+        buf = b""
+        while len(buf) < 5 or len(buf) < 5 + struct.unpack_from(">H", buf, 3)[0]:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        got["hello"] = buf
+        # a fatal handshake_failure alert: a refused handshake ends the run at once
+        c.sendall(bytes([21, 3, 3, 0, 2, 2, 40]))
+        c.close()
+    t = threading.Thread(target=accept)
+    t.start()
+    ca = tmp_path / "ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(tmp_path / "k"), "-out", str(ca), "-days", "1",
+                    "-subj", "/CN=x"], check=True, capture_output=True, timeout=60)
+    kc = status_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{ls.getsockname()[1]}", ca)
+    p = subprocess.run([static_bin, "status", "job"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(tmp_path)))
+    t.join(30)
+    ls.close()
+    assert p.returncode == 5 and "refused the TLS handshake" in p.stderr, p.stderr
+    supported, shares = client_hello_groups(got["hello"])
+    assert shares == [0x0017], shares
+    assert supported[:2] == [0x0017, 0x001d], supported
+
+
+@pytest.mark.parametrize("group", ["X25519", "P-256"])
+def test_static_completes_the_handshake_with_a_server_that_takes_one_group(static_bin, tmp_path, group):
+    """A server that takes only X25519 answers the P-256 key share with a
+    HelloRetryRequest: the release binary must follow it.  (openssl
+    s_server -www answers HTTP with a page that is not the API's JSON, so
+    the run fails after the handshake, with exit 5, and says why.)"""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ca_key, ca = tmp_path / "ca.key", tmp_path / "ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-days", "1",
+                    "-subj", "/CN=test-ca"], check=True, capture_output=True, timeout=60)
+    key, csr, crt = tmp_path / "s.key", tmp_path / "s.csr", tmp_path / "s.crt"
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    ext = tmp_path / "ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+                    "-CAcreateserial", "-out", str(crt), "-days", "1", "-extfile", str(ext)],
+                   check=True, capture_output=True, timeout=60)
+    srv = subprocess.Popen(["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(crt),
+                            "-key", str(key), "-groups", group, "-tls1_3", "-www", "-naccept", "1"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    try:
+        lines = []
+        while not lines or lines[-1] not in ("ACCEPT", ""):  # ACCEPT: listening
+            lines.append(srv.stdout.readline().strip())
+        assert lines[-1] == "ACCEPT", lines
+        kc = status_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", ca)
+        p = subprocess.run([static_bin, "status", "job"], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(tmp_path)))
+        out, _ = srv.communicate(timeout=10)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    assert p.returncode == 5, p.stderr
+    assert "TLS" not in p.stderr and "SSL" not in p.stderr and "handshake" not in p.stderr, p.stderr
+    assert "nicpick: error:" in p.stderr, p.stderr
+    assert "error" not in out.lower(), out  # s_server saw a clean handshake
