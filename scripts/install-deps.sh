@@ -2,10 +2,11 @@
 # Install the Debian packages nicpick needs to build and test, if missing.
 # `install-deps.sh static`: only what `make static` needs.
 set -eu
-# (the static nicpick's dependencies come from Debian's sources; the smoke
-# companion beside it links Debian's own static archives)
+# (the static nicpick's dependencies come from Debian's sources, and
+# OpenSSL's Configure needs perl's modules; the smoke companion beside it
+# links Debian's own static archives)
 static="gcc libc6-dev linux-libc-dev make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev libyaml-dev
-musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake"
+musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake perl"
 need="$static
 libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
 curl unzip nodejs npm buildah podman runc clang-14 libclang-rt-14-dev"

@@ -529,7 +529,8 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	}
 	if (key_pem) {
 		/* + 1: mbedTLS parses a PEM key only with its NUL in the length,
-		 * and curl passes a key blob on as it is (OpenSSL ignores the NUL). */
+		 * and curl passes a key blob on as it is (OpenSSL, the release
+		 * build's and Debian's libcurl's, ignores the NUL). */
 		blob = (struct curl_blob){ (void *)key_pem, strlen(key_pem) + 1, CURL_BLOB_COPY };
 		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &blob);
 		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
@@ -580,9 +581,10 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	return 0;
 }
 
-/* Texts of a handshake the server refused: mbedTLS (the release build:
- * MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE, MBEDTLS_ERR_SSL_HANDSHAKE_FAILURE,
- * MBEDTLS_ERR_SSL_BAD_PROTOCOL_VERSION) and OpenSSL (Debian's libcurl: an
+/* Texts of a handshake the server refused: mbedTLS (a system libcurl built
+ * with it: MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE, MBEDTLS_ERR_SSL_HANDSHAKE_FAILURE,
+ * MBEDTLS_ERR_SSL_BAD_PROTOCOL_VERSION) and OpenSSL (the release build's and
+ * Debian's libcurl: an
  * alert received reads "tlsv1 alert protocol version", "sslv3 alert
  * handshake failure", "tlsv13 alert certificate required"; "unsupported
  * protocol", "no protocols available").  A reset or an EOF
@@ -618,7 +620,7 @@ void k8s_xfer_explain(struct k8s_xfer *x)
 			continue;
 		x->tls_refused = true;
 #ifdef K8S_CURL_STATIC
-		/* The release build: libcurl and mbedTLS linked in. */
+		/* The release build: libcurl and OpenSSL linked in. */
 		const char *tls = curl_version_info(CURLVERSION_NOW)->ssl_version;
 #else
 		const char *tls = "the system's libcurl";

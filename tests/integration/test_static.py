@@ -192,8 +192,9 @@ def test_static_ip_address_not_in_the_certificate_fails_with_exit_5(net_name_onl
     p = in_root(net.node, pod_root, *net.select_args(server=url), "--timeout", "10")
     assert p.returncode == 5, p.stderr
     last = p.stderr.strip().splitlines()[-1]
-    # mbedTLS's text for BADCERT_CN_MISMATCH (curl 8: mbedtls_x509_crt_verify_info)
-    assert "nicpick: error:" in last and "does not match with the expected CN" in last, p.stderr
+    # curl's text (lib/vtls/openssl.c, ossl_verifyhost) for an IP address
+    # no subjectAltName names
+    assert "nicpick: error:" in last and "no alternative certificate subject name matches target ipv4 address" in last, p.stderr
     assert "\\x0a" not in last, last
     assert net.result_annotation() is None
     assert not (pod_root / "nicpick" / "nccl.env").exists()
@@ -212,8 +213,10 @@ def test_static_verifies_tls_against_the_ca_file(net, pod_root, tmp_path):
                     "-subj", "/CN=another-ca"], check=True, capture_output=True, timeout=60)
     p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "10")
     assert p.returncode == 5, p.stderr
-    # mbedTLS's text for BADCERT_NOT_TRUSTED
-    assert "not correctly signed by the trusted CA" in p.stderr, p.stderr
+    # curl's "SSL certificate problem: " with OpenSSL's
+    # X509_verify_cert_error_string(): the server sends its CA along, and
+    # that CA is not the one nicpick trusts
+    assert "SSL certificate problem: self-signed certificate in certificate chain" in p.stderr, p.stderr
     assert net.result_annotation() is None
     assert not (pod_root / "nicpick" / "nccl.env").exists()
 
@@ -262,7 +265,7 @@ def tls_handshake(ns_name, addr, port, ca, maximum):
 
 
 def test_static_select_with_a_tls13_only_api_server(net_tls13, pod_root):
-    """The release binary speaks TLS 1.3 (mbedTLS 3.6 with curl 8): an API
+    """The release binary speaks TLS 1.3 (OpenSSL 3.5 with curl 8): an API
     server that accepts nothing older is no obstacle (issue 14)."""
     import ssl
     net = net_tls13
@@ -366,11 +369,12 @@ def test_static_dns_that_never_answers_is_named_dns(net, pod_root):
     assert "DNS: Resolving timed out" in last, p.stderr
 
 
-# --- the key exchange the release binary offers (scripts/static-deps.sh puts
-# secp256r1 before X25519 in mbedTLS's group list: P-256's key generation
-# there uses the fixed generator's precomputed table, X25519's does not).
-# Names and numbers: RFC 8446 4.1.2 (ClientHello), 4.2.7 (supported_groups,
-# 0x000a), 4.2.8 (key_share, 0x0033); secp256r1 = 0x0017, x25519 = 0x001d.
+# --- the key exchange the release binary offers: OpenSSL 3.5's defaults,
+# key shares for the hybrid post-quantum X25519MLKEM768 and for X25519, the
+# two that Go 1.24's crypto/tls (the API server's) prefers, so no
+# HelloRetryRequest.  Names and numbers: RFC 8446 4.1.2 (ClientHello), 4.2.7
+# (supported_groups, 0x000a), 4.2.8 (key_share, 0x0033); x25519 = 0x001d,
+# secp256r1 = 0x0017, X25519MLKEM768 = 0x11ec (IANA TLS Supported Groups).
 
 def client_hello_groups(data):
     """(supported_groups, key_share groups) of the TLS ClientHello that
@@ -422,7 +426,7 @@ users:
     return path
 
 
-def test_static_offers_its_key_share_for_secp256r1_and_lists_x25519(static_bin, tmp_path):
+def test_static_offers_post_quantum_and_x25519_key_shares(static_bin, tmp_path):
     import socket
     import threading
     ls = socket.socket()
@@ -457,13 +461,13 @@ def test_static_offers_its_key_share_for_secp256r1_and_lists_x25519(static_bin, 
     ls.close()
     assert p.returncode == 5 and "refused the TLS handshake" in p.stderr, p.stderr
     supported, shares = client_hello_groups(got["hello"])
-    assert shares == [0x0017], shares
-    assert supported[:2] == [0x0017, 0x001d], supported
+    assert shares == [0x11ec, 0x001d], shares
+    assert {0x11ec, 0x001d, 0x0017} <= set(supported), supported
 
 
 @pytest.mark.parametrize("group", ["X25519", "P-256"])
 def test_static_completes_the_handshake_with_a_server_that_takes_one_group(static_bin, tmp_path, group):
-    """A server that takes only X25519 answers the P-256 key share with a
+    """A server that takes only P-256 answers the key shares with a
     HelloRetryRequest: the release binary must follow it.  (openssl
     s_server -www answers HTTP with a page that is not the API's JSON, so
     the run fails after the handshake, with exit 5, and says why.)"""

@@ -516,7 +516,7 @@ def test_the_status_role_is_read_only_and_namespaced():
 
 
 def test_the_static_release_binary_answers_as_the_plugin(tmp_path):
-    """The same checks through build/static/nicpick (musl, mbedTLS): a
+    """The same checks through build/static/nicpick (musl, OpenSSL): a
     token, a client certificate, and the kubectl-nicpick name."""
     static = C.ROOT / "build" / "static" / "nicpick"
     if not os.access(static, os.X_OK):
