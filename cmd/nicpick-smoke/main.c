@@ -7,7 +7,9 @@
  *                     [--label TEXT]   (this rank's pod, node and address, for the link verdict)
  *                     [--no-links]     (busbw only: no ring link timing, for --tune's runs)
  *
- * NCCL_COMM_ID and the NCCL variables come from the environment.
+ * NCCL_COMM_ID and the NCCL variables come from the environment; info reads
+ * NICPICK_NVML_LIB (where NVML is, default libnvidia-ml.so.1),
+ * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
  * Exit: 0 passed, 6 failed (the message says why), 2 usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -150,7 +152,14 @@ int main(int argc, char **argv)
 				  .cudart_lib = cudart && *cudart ? cudart : NULL,
 				  .prefixes = prefixes };
 	struct gpu_libs libs;
-	if (gpu_libs_load(&s, &libs, &r, &err) < 0 || gpu_device_query(&libs, (int)gpu, run, &r, &err) < 0)
+	/* info: NVML where it is there, no CUDA context (lib/gpu/nvml.c). */
+	const char *nvml = getenv("NICPICK_NVML_LIB");
+	struct gpu_info_env ie = { .nvml_lib = nvml && *nvml ? nvml : NULL,
+				   .visible_devices = getenv("CUDA_VISIBLE_DEVICES"),
+				   .device_order = getenv("CUDA_DEVICE_ORDER") };
+	if (gpu_libs_load(&s, &libs, &r, &err) < 0 ||
+	    (run ? gpu_device_query(&libs, (int)gpu, true, &r, &err)
+		 : gpu_device_info(&libs, &ie, (int)gpu, &r, &err)) < 0)
 		finish(emit(&r, &err));
 	if (!run) {
 		r.ok = true;

@@ -95,6 +95,42 @@ void gpu_libs_close(struct gpu_libs *l);
 int gpu_device_query(const struct gpu_libs *l, int gpu, bool select, struct smoke_result *r,
 		       np_error *err);
 
+/* The versions step (`nicpick-smoke info`) without a CUDA context: the
+ * runtime's first call that reaches the driver (cudaDriverGetVersion
+ * already) loads and initialises it, 195 ms of CPU on an H200, where NVML
+ * answers the same questions in about 25 ms (docs/smoke.md).  So info
+ * reads the driver, the GPUs and the model through NVML, and the versions
+ * through ncclGetVersion and cudaRuntimeGetVersion (gpu_libs_load), none
+ * of which initialises CUDA.  NVML ignores CUDA_VISIBLE_DEVICES and
+ * CUDA_DEVICE_ORDER, so the runtime's view is rebuilt from them
+ * (gpu_visible_map); whenever that is in doubt, or NVML is missing or
+ * fails, the CUDA runtime answers as before (gpu_device_query), with the
+ * same fields and the same errors. */
+struct gpu_info_env {
+	const char *nvml_lib;        /* NICPICK_NVML_LIB, or NULL: libnvidia-ml.so.1 */
+	const char *visible_devices; /* CUDA_VISIBLE_DEVICES, or NULL (unset) */
+	const char *device_order;    /* CUDA_DEVICE_ORDER, or NULL (unset) */
+};
+int gpu_device_info(const struct gpu_libs *l, const struct gpu_info_env *e, int gpu,
+		      struct smoke_result *r, np_error *err);
+
+/* One GPU as NVML describes it. */
+#define GPU_NVML_MAX 64
+struct gpu_nvml_dev {
+	unsigned int domain, bus, device;
+	char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+	char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE]; /* "" when not read */
+	char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+};
+/* The devices the CUDA runtime would enumerate, in its order, as indices
+ * into devs (NVML's order): map[k] is CUDA ordinal k.  Returns how many
+ * (>= 1), or -1 when the runtime's answer cannot be known for sure from
+ * NVML's list (see nvml.c); devs need uuid only when visible names one. */
+int gpu_visible_map(const char *visible, const char *order, const struct gpu_nvml_dev *devs,
+		      size_t n, size_t map[GPU_NVML_MAX]);
+/* Whether CUDA_VISIBLE_DEVICES names a device by UUID (so uuids are needed). */
+bool gpu_visible_by_uuid(const char *visible);
+
 struct gpu_run_opts {
 	int rank, world;
 	const char *label; /* this rank's pod, node and address ("" none) */

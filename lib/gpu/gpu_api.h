@@ -1,7 +1,8 @@
-/* The parts of NCCL's and the CUDA runtime's C API that the smoke test
- * calls, declared as nccl.h and cuda_runtime_api.h declare them, so that
- * the dlopen tables in load.c are typed from the real prototypes
- * (__typeof__(&ncclAllReduce)).  Neither header ships in Debian; building
+/* The parts of NCCL's, the CUDA runtime's and NVML's C API that the smoke
+ * test calls, declared as nccl.h, cuda_runtime_api.h and nvml.h declare
+ * them, so that the dlopen tables in load.c and nvml.c are typed from the
+ * real prototypes (__typeof__(&ncclAllReduce)).  None of these headers
+ * ships in Debian; building
  * with -DNICPICK_REAL_GPU_HEADERS (tests/gpu does, on the GPU machine)
  * uses the real headers instead, so a prototype that drifted is a compile
  * error there.
@@ -89,6 +90,51 @@ extern ncclResult_t ncclGroupStart(void);
 extern ncclResult_t ncclGroupEnd(void);
 extern const char *ncclGetErrorString(ncclResult_t result);
 extern const char *ncclGetLastError(ncclComm_t comm);
+
+#endif
+
+/* nvml.h ships with the CUDA toolkit, not always beside nccl.h. */
+#if defined(NICPICK_REAL_GPU_HEADERS) && __has_include(<nvml.h>)
+#include <nvml.h>
+#else
+/* ---- NVML (nvml.h, as CUDA 13.0's toolkit ships it) ---- */
+typedef enum nvmlReturn_enum {
+	NVML_SUCCESS = 0,
+	NVML_ERROR_UNINITIALIZED = 1,
+	NVML_ERROR_INVALID_ARGUMENT = 2,
+	NVML_ERROR_NOT_SUPPORTED = 3,
+	NVML_ERROR_NO_PERMISSION = 4,
+	NVML_ERROR_DRIVER_NOT_LOADED = 9,
+	NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+	NVML_ERROR_UNKNOWN = 999
+} nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT "%04X:%02X:%02X.0"
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_MIG_ENABLE 0x1
+typedef struct nvmlPciInfo_st {
+	char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+	unsigned int domain;
+	unsigned int bus;
+	unsigned int device;
+	unsigned int pciDeviceId;
+	unsigned int pciSubSystemId;
+	char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+extern nvmlReturn_t nvmlInit_v2(void);
+extern nvmlReturn_t nvmlShutdown(void);
+extern nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion);
+extern nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);
+extern nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
+extern nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
+extern nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
+extern nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
+extern nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+					 unsigned int *pendingMode);
 #endif
 
 #define SMOKE_NCCL_API_MAGIC 0xcafebeefu

@@ -240,6 +240,11 @@ int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_r
 		r->unavailable = SMOKE_NO_CUDART;
 		return -1;
 	}
+	/* Neither initialises CUDA, so info can call them without a context:
+	 * NCCL's ncclGetVersion (src/init.cc) stores NCCL_VERSION_CODE without
+	 * ncclInit(); cudaRuntimeGetVersion, cuda_runtime_api.h: "As of CUDA
+	 * 12.0, this function no longer initializes CUDA" (an 11.x runtime
+	 * may).  Both took 0.02 ms on the H200 (docs/smoke.md). */
 	l->nccl.GetVersion(&r->nccl_version);
 	l->cuda.RuntimeGetVersion(&r->cuda_runtime);
 	return 0;

@@ -54,6 +54,38 @@
  * usage/streams.html, a group on several streams blocks them "until the
  * NCCL kernel completes ... given it is a single operation".
  *
+ * The GPUs (FAKEGPU_GPUS, default 1; FAKEGPU_GPU_NAMES="A,B": their models
+ * in PCI order, default "Fake GPU (test double)"): GPU i sits at PCI bus
+ * 0x1a + 0x10 i ("0000:1A:00.0", upper case as NVML and the runtime print
+ * it) with UUID GPU-II4e0000-0000-4000-8000-00000000fa4e.  The runtime
+ * enumerates them in PCI order (all equally fast, so FASTEST_FIRST has
+ * nothing to rank) and honours CUDA_VISIBLE_DEVICES as the CUDA
+ * programming guide (13.x, 5.2.1.1) documents it: unset all, empty none,
+ * else indices or unique UUID prefixes in the order given, and "If an
+ * invalid index is encountered, only devices with indices that appear
+ * before the invalid index in the list are visible".
+ *
+ * NVML (libnvidia-ml.so.1) as nvml.h documents it (CUDA 13.0's toolkit):
+ * it ignores CUDA_VISIBLE_DEVICES and lists every GPU; FAKEGPU_NVML_ORDER=
+ * reverse lists them against PCI order ("The NVML index may not correlate
+ * with other APIs, such as the CUDA device index"); FAKEGPU_MIG=1 puts
+ * every GPU in MIG mode (nvmlDeviceGetMigMode's currentMode
+ * NVML_DEVICE_MIG_ENABLE; the runtime's MIG enumeration is not modelled, so
+ * nicpick must leave that case to the runtime).  Under nodriver, libcuda
+ * is missing: nvmlSystemGetCudaDriverVersion_v2 gives
+ * NVML_ERROR_LIBRARY_NOT_FOUND ("if libcuda.so.1 ... is not found"); under
+ * nogpu nvmlInit_v2 fails
+ * (NVML_INIT_FLAG_NO_GPUS: "Don't fail nvmlInit() when no GPUs are found";
+ * the header names no code for it, so NVML_ERROR_UNKNOWN, its "on any
+ * unexpected error").  Every NVML call before nvmlInit_v2 or after the
+ * last nvmlShutdown is NVML_ERROR_UNINITIALIZED, as documented for each.
+ *
+ * FAKEGPU_TRACE=FILE: each call that reaches the driver (the runtime's
+ * cudaDriverGetVersion, cudaGetDeviceCount, cudaGetDeviceProperties,
+ * cudaDeviceGetPCIBusId, cudaSetDevice: the first of them loads and
+ * initialises CUDA, 0.2 s on an H200) and NVML's init and shutdown append
+ * their name, one a line.
+ *
  * FAKEGPU_NCCL_VERSION: what ncclGetVersion reports (default 22809), and
  * how the conf file is read, as NCCL's src/misc/param.cc reads it:
  *   - below 2.23.4 NCCL_CONF_FILE is ignored: v2.21.5-1 initEnv() (line 51)
@@ -257,10 +289,191 @@ static void log_info(const char *fmt, ...)
 	fclose(fp);
 }
 
+/* ---- the GPUs ---- */
+
+#define GPUS_MAX 16
+#define DEFAULT_NAME "Fake GPU (test double)"
+
+static void trace(const char *what)
+{
+	const char *f = getenv("FAKEGPU_TRACE");
+	FILE *fp = f && *f ? fopen(f, "a") : NULL;
+	if (fp) {
+		fprintf(fp, "%s\n", what);
+		fclose(fp);
+	}
+}
+
+static int n_gpus(void)
+{
+	int n = (int)env_num("FAKEGPU_GPUS", 1);
+	return n < 1 ? 1 : n > GPUS_MAX ? GPUS_MAX : n;
+}
+
+/* GPU i's model (PCI order). */
+static void gpu_name(int i, char *buf, size_t len)
+{
+	const char *names = getenv("FAKEGPU_GPU_NAMES");
+	snprintf(buf, len, "%s", DEFAULT_NAME);
+	for (const char *p = names; p && *p; i--) {
+		size_t n = strcspn(p, ",");
+		if (i == 0) {
+			snprintf(buf, len, "%.*s", (int)n, p);
+			return;
+		}
+		p = p[n] ? p + n + 1 : NULL;
+	}
+}
+
+static unsigned int gpu_bus(int i)
+{
+	return 0x1a + 0x10 * (unsigned int)i;
+}
+
+static void gpu_uuid(int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "GPU-%02x4e0000-0000-4000-8000-00000000fa4e", i);
+}
+
+/* The runtime's devices: vis[k] is GPU (PCI index) of CUDA ordinal k. */
+static int visible(int vis[GPUS_MAX])
+{
+	int n = n_gpus(), k = 0;
+	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+	if (!cvd) {
+		for (int i = 0; i < n; i++)
+			vis[k++] = i;
+		return k;
+	}
+	for (const char *p = cvd; *p && k < GPUS_MAX;) {
+		size_t len = strcspn(p, ",");
+		int pick = -1;
+		if (len > 0 && strspn(p, "0123456789") == len) {
+			pick = atoi(p);
+			pick = pick < n ? pick : -1;
+		} else if (len > 4 && strncmp(p, "GPU-", 4) == 0) {
+			for (int i = 0; i < n; i++) {
+				char u[96];
+				gpu_uuid(i, u, sizeof(u));
+				if (strncmp(u, p, len) == 0)
+					pick = pick == -1 ? i : -2;
+			}
+		}
+		for (int j = 0; j < k; j++)
+			pick = vis[j] == pick ? -1 : pick;
+		if (pick < 0)
+			break; /* an invalid entry ends the list */
+		vis[k++] = pick;
+		p += len + (p[len] == ',');
+	}
+	return k;
+}
+
+/* ---- NVML ---- */
+
+static int nvml_refs;
+
+struct nvmlDevice_st {
+	int gpu;
+};
+static struct nvmlDevice_st nvml_devs[GPUS_MAX];
+
+nvmlReturn_t nvmlInit_v2(void)
+{
+	trace("nvmlInit_v2");
+	if (is("nogpu"))
+		return NVML_ERROR_UNKNOWN;
+	nvml_refs++;
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlShutdown(void)
+{
+	trace("nvmlShutdown");
+	if (nvml_refs == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	nvml_refs--;
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *v)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!v)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (is("nodriver"))
+		return NVML_ERROR_LIBRARY_NOT_FOUND;
+	*v = 13000;
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!count)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*count = (unsigned int)n_gpus();
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *d)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!d || index >= (unsigned int)n_gpus())
+		return NVML_ERROR_INVALID_ARGUMENT;
+	const char *o = getenv("FAKEGPU_NVML_ORDER");
+	int gpu = o && strcmp(o, "reverse") == 0 ? n_gpus() - 1 - (int)index : (int)index;
+	nvml_devs[gpu].gpu = gpu;
+	*d = &nvml_devs[gpu];
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	char n[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+	gpu_name(d->gpu, n, sizeof(n));
+	if (!name || strlen(n) >= len)
+		return NVML_ERROR_INVALID_ARGUMENT; /* nvml.h: INSUFFICIENT_SIZE; not modelled */
+	snprintf(name, len, "%s", n);
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!pci)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memset(pci, 0, sizeof(*pci));
+	pci->bus = gpu_bus(d->gpu);
+	pci->pciDeviceId = 0x233510de;
+	snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT, 0, pci->bus, 0);
+	snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", 0, pci->bus, 0);
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int len)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!uuid)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	gpu_uuid(d->gpu, uuid, len);
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned int *pending)
+{
+	if (!nvml_refs)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!cur || !pending)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*cur = *pending = getenv("FAKEGPU_MIG") ? NVML_DEVICE_MIG_ENABLE : 0;
+	return NVML_SUCCESS;
+}
+
 /* ---- CUDA runtime ---- */
 
 cudaError_t cudaDriverGetVersion(int *v)
 {
+	trace("cudaDriverGetVersion");
 	*v = is("nodriver") ? 0 : 13000;
 	return cudaSuccess;
 }
@@ -271,25 +484,42 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 }
 cudaError_t cudaGetDeviceCount(int *count)
 {
+	trace("cudaGetDeviceCount");
 	if (is("nodriver")) {
 		*count = 0;
 		return (cudaError_t)35; /* cudaErrorInsufficientDriver */
 	}
-	*count = is("nogpu") ? 0 : 1;
-	return is("nogpu") ? (cudaError_t)100 : cudaSuccess; /* cudaErrorNoDevice */
+	int vis[GPUS_MAX];
+	*count = is("nogpu") ? 0 : visible(vis);
+	return *count == 0 ? (cudaError_t)100 : cudaSuccess; /* cudaErrorNoDevice */
+}
+/* CUDA ordinal d's GPU, or -1 (cudaErrorInvalidDevice, 101). */
+static int ordinal(int d)
+{
+	int vis[GPUS_MAX], n = is("nogpu") || is("nodriver") ? 0 : visible(vis);
+	return d >= 0 && d < n ? vis[d] : -1;
 }
 cudaError_t cudaSetDevice(int d)
 {
-	return d == 0 ? cudaSuccess : (cudaError_t)101;
+	trace("cudaSetDevice");
+	return ordinal(d) >= 0 ? cudaSuccess : (cudaError_t)101;
 }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d)
 {
-	snprintf((char *)prop, 256, "Fake GPU (test double)");
+	trace("cudaGetDeviceProperties");
+	int g = ordinal(d);
+	if (g < 0)
+		return (cudaError_t)101;
+	gpu_name(g, (char *)prop, 256);
 	return cudaSuccess;
 }
 cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d)
 {
-	snprintf(bus, (size_t)len, "0000:00:00.0");
+	trace("cudaDeviceGetPCIBusId");
+	int g = ordinal(d);
+	if (g < 0)
+		return (cudaError_t)101;
+	snprintf(bus, (size_t)len, "%04X:%02X:%02X.0", 0, gpu_bus(g), 0);
 	return cudaSuccess;
 }
 cudaError_t cudaMalloc(void **p, size_t n)

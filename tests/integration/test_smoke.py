@@ -37,7 +37,11 @@ def gpu_env(fakegpu, tmp_path, monkeypatch):
     d.mkdir()
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("NCCL_", "FAKEGPU_", "NICPICK_NCCL", "NICPICK_CUDART"))}
-    env.update(NICPICK_NCCL_LIB=fakegpu, NICPICK_CUDART_LIB=fakegpu, FAKEGPU_DIR=str(d))
+    env = {k: v for k, v in env.items()
+           if k not in ("NICPICK_NVML_LIB", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
+    # NVML too, as on a GPU node: the versions step reads it (lib/gpu/nvml.c)
+    env.update(NICPICK_NCCL_LIB=fakegpu, NICPICK_CUDART_LIB=fakegpu, NICPICK_NVML_LIB=fakegpu,
+               FAKEGPU_DIR=str(d))
     return env
 
 
@@ -296,6 +300,79 @@ def test_a_path_that_is_not_a_usable_library_is_a_clear_error(nicpick_bin, gpu_e
     p.stderr_text = p.stderr
     line = error_line(p)
     assert "cannot run here" in line and want in line, line
+
+
+# ---- info: the versions step without a CUDA context ----
+
+# The runtime calls that reach the driver: the first of them loads and
+# initialises CUDA, 0.2 s of CPU on an H200 (docs/smoke.md).
+DRIVER_CALLS = {"cudaDriverGetVersion", "cudaGetDeviceCount", "cudaGetDeviceProperties",
+                "cudaDeviceGetPCIBusId", "cudaSetDevice"}
+NO_NVML = {"NICPICK_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"}
+UUID = "GPU-{:02x}4e0000-0000-4000-8000-00000000fa4e"  # the double's GPU i
+
+
+def info(nicpick_bin, env, tmp_path, *args):
+    """nicpick-smoke info under env: (exit code, result, the calls the
+    double saw that reach the driver or NVML)."""
+    trace = tmp_path / "trace"
+    if trace.exists():
+        trace.unlink()
+    p = subprocess.run([str(pathlib.Path(nicpick_bin).with_name("nicpick-smoke")), "info", *args],
+                       env=dict(env, FAKEGPU_TRACE=str(trace)), capture_output=True, text=True,
+                       timeout=30)
+    assert p.stdout.strip(), p.stderr
+    return p.returncode, json.loads(p.stdout), trace.read_text().split() if trace.exists() else []
+
+
+@pytest.mark.parametrize("extra,args,bus", [
+    ({}, (), "0000:1A:00.0"),
+    ({"FAKEGPU_GPUS": "4", "FAKEGPU_NVML_ORDER": "reverse"}, ("--gpu", "1"), "0000:2A:00.0"),
+    ({"FAKEGPU_GPUS": "4", "CUDA_VISIBLE_DEVICES": "3,1"}, ("--gpu", "0"), "0000:4A:00.0"),
+    ({"FAKEGPU_GPUS": "4", "FAKEGPU_NVML_ORDER": "reverse",
+      "CUDA_VISIBLE_DEVICES": UUID.format(2) + ",GPU-01"},
+     ("--gpu", "1"), "0000:2A:00.0"),
+    ({"FAKEGPU_GPUS": "4", "CUDA_VISIBLE_DEVICES": "2," + UUID.format(0)}, ("--gpu", "1"),
+     "0000:1A:00.0"),
+    ({"FAKEGPU_GPUS": "3", "FAKEGPU_GPU_NAMES": "NVIDIA L4,NVIDIA H200,NVIDIA L4",
+      "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "FAKEGPU_NVML_ORDER": "reverse"}, ("--gpu", "1"),
+     "0000:2A:00.0"),
+], ids=["one-gpu", "nvml-order-is-not-cuda-order", "indices", "uuid-and-prefix",
+        "index-and-uuid", "mixed-models-in-pci-order"])
+def test_info_reads_nvml_without_a_cuda_context_and_reports_what_the_runtime_would(
+        nicpick_bin, gpu_env, tmp_path, extra, args, bus):
+    env = dict(gpu_env, **extra)
+    rc, fast, calls = info(nicpick_bin, env, tmp_path, *args)
+    assert rc == 0 and fast["ok"], fast
+    assert not DRIVER_CALLS & set(calls), calls
+    assert calls == ["nvmlInit_v2", "nvmlShutdown"], calls
+    assert fast["gpu"]["bus"] == bus, fast
+    rc, slow, calls = info(nicpick_bin, dict(env, **NO_NVML), tmp_path, *args)
+    assert rc == 0 and "cudaGetDeviceCount" in calls, calls
+    assert fast == slow, "the NVML path and the runtime's differ"
+
+
+@pytest.mark.parametrize("extra,args", [
+    (NO_NVML, ()),
+    ({"FAKEGPU_MIG": "1"}, ()),
+    ({"FAKEGPU_GPUS": "2", "FAKEGPU_GPU_NAMES": "NVIDIA L4,NVIDIA H200"}, ("--gpu", "1")),
+    ({"FAKEGPU_GPUS": "3", "CUDA_VISIBLE_DEVICES": "2,-1,0"}, ()),
+    ({"FAKEGPU_GPUS": "2", "CUDA_VISIBLE_DEVICES": "GPU-0"}, ()),
+    ({"CUDA_VISIBLE_DEVICES": "MIG-" + UUID.format(0) + "/1/0"}, ()),
+    ({"CUDA_VISIBLE_DEVICES": ""}, ()),
+    ({"FAKEGPU_GPUS": "2"}, ("--gpu", "2")),
+    ({"FAKEGPU_MODE": "nogpu"}, ()),
+    ({"FAKEGPU_MODE": "nodriver"}, ()),
+], ids=["no-nvml", "mig", "mixed-models-fastest-first", "invalid-entry", "ambiguous-uuid",
+        "mig-device", "empty", "no-such-gpu", "nogpu", "nodriver"])
+def test_info_leaves_what_nvml_cannot_settle_to_the_runtime(nicpick_bin, gpu_env, tmp_path, extra,
+                                                           args):
+    env = dict(gpu_env, **extra)
+    rc, got, calls = info(nicpick_bin, env, tmp_path, *args)
+    assert "cudaGetDeviceCount" in calls, calls
+    assert calls.count("nvmlInit_v2") <= 1 and ("nvmlInit_v2" in calls) == (extra is not NO_NVML)
+    want = info(nicpick_bin, dict(env, **NO_NVML), tmp_path, *args)[:2]
+    assert (rc, got) == want, "the same answer, the same error, as without NVML"
 
 
 # ---- select: auto, required, outputs ----
@@ -614,7 +691,7 @@ def test_the_dlopen_tables_match_the_real_nccl_and_cuda_headers(tmp_path):
             and os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
     if not incs:
         pytest.skip("not applicable: no nccl.h and cuda_runtime_api.h under /usr/local/cuda*/include")
-    for src in ("lib/gpu/load.c", "lib/gpu/run.c"):
+    for src in ("lib/gpu/load.c", "lib/gpu/run.c", "lib/gpu/nvml.c"):
         p = subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
                             "-Wno-format-truncation", "-D_GNU_SOURCE", "-DNICPICK_REAL_GPU_HEADERS",
                             "-Ilib", "-I" + incs[-1], "-c", src, "-o", str(tmp_path / "x.o")],

@@ -111,3 +111,20 @@ def test_select_with_the_smoke_step_is_valgrind_clean(nicpick_bin, tmp_path):
     finally:
         for k in ("NICPICK_NCCL_LIB", "NICPICK_CUDART_LIB", "FAKEGPU_DIR"):
             os.environ.pop(k, None)
+
+
+@pytest.mark.parametrize("nvml", ["fake", "/nonexistent/libnvidia-ml.so.1"], ids=["nvml", "runtime"])
+def test_companion_info_both_ways_is_valgrind_clean(nicpick_bin, monkeypatch, nvml):
+    """nicpick-smoke info through NVML (dlopen, init, every GPU, shutdown,
+    dlclose) and through the runtime when NVML is missing, against the
+    test double with four GPUs and a CUDA_VISIBLE_DEVICES list."""
+    fake = os.environ.get("NICPICK_FAKEGPU") or os.path.join(ROOT, "build", "tests", "libfakegpu.so")
+    assert os.path.isfile(fake), "make builds the NCCL/CUDA test double"
+    for k, v in dict(NICPICK_NCCL_LIB=fake, NICPICK_CUDART_LIB=fake,
+                     NICPICK_NVML_LIB=fake if nvml == "fake" else nvml, FAKEGPU_GPUS="4",
+                     CUDA_VISIBLE_DEVICES="2,0").items():
+        monkeypatch.setenv(k, v)
+    companion = os.path.join(os.path.dirname(nicpick_bin), "nicpick-smoke")
+    r = valgrind(companion, "info", "--gpu", "0")
+    got = json.loads(r.stdout)
+    assert got["ok"] is True and got["gpu"]["bus"] == "0000:3A:00.0" and got["gpu"]["count"] == 2, got

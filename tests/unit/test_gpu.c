@@ -164,6 +164,83 @@ static void busbw_factor_is_nccl_tests(void **state)
 	assert_true(gpu_busbw_factor(8) == 1.75);
 }
 
+/* Four GPUs as NVML lists them (not in PCI order: NVML promises none):
+ * PCI order is devs[2] (0x1a), devs[0] (0x2a), devs[3] (0x3a), devs[1] (0x4a). */
+static struct gpu_nvml_dev four[4] = {
+	{ .bus = 0x2a, .name = "NVIDIA H200", .uuid = "GPU-2a000000-1111" },
+	{ .bus = 0x4a, .name = "NVIDIA H200", .uuid = "GPU-4a000000-2222" },
+	{ .bus = 0x1a, .name = "NVIDIA H200", .uuid = "GPU-1a000000-3333" },
+	{ .bus = 0x3a, .name = "NVIDIA H200", .uuid = "GPU-3aff0000-4444" },
+};
+
+static void visible_devices_map_as_the_runtime_enumerates(void **state)
+{
+	size_t m[GPU_NVML_MAX];
+	/* unset: every GPU, in PCI bus order (same models: FASTEST_FIRST too) */
+	assert_int_equal(gpu_visible_map(NULL, NULL, four, 4, m), 4);
+	assert_int_equal(m[0], 2);
+	assert_int_equal(m[1], 0);
+	assert_int_equal(m[2], 3);
+	assert_int_equal(m[3], 1);
+	assert_int_equal(gpu_visible_map(NULL, "PCI_BUS_ID", four, 4, m), 4);
+	assert_int_equal(m[0], 2);
+	assert_int_equal(gpu_visible_map(NULL, "FASTEST_FIRST", four, 4, m), 4);
+	/* indices: the runtime's ordinals, in the order given */
+	assert_int_equal(gpu_visible_map("3,0", NULL, four, 4, m), 2);
+	assert_int_equal(m[0], 1);
+	assert_int_equal(m[1], 2);
+	/* UUIDs, whole or a unique prefix, mixed with indices */
+	assert_int_equal(gpu_visible_map("GPU-3aff,GPU-2a000000-1111,0", NULL, four, 4, m), 3);
+	assert_int_equal(m[0], 3);
+	assert_int_equal(m[1], 0);
+	assert_int_equal(m[2], 2);
+	/* one GPU, the plain Kubernetes case */
+	assert_int_equal(gpu_visible_map(NULL, NULL, four, 1, m), 1);
+	assert_int_equal(m[0], 0);
+}
+
+static void visible_devices_in_doubt_are_left_to_the_runtime(void **state)
+{
+	size_t m[GPU_NVML_MAX];
+	static const char *const doubt[] = {
+		"",            /* no GPU: the runtime says so in its words */
+		"4",           /* out of range: the list ends there */
+		"0,-1,1",      /* an invalid entry ends the list */
+		"1,1",         /* repeated */
+		"01",          /* leading zero */
+		" 0",          /* blank */
+		"0,",          /* empty entry */
+		"GPU-",        /* a bare prefix */
+		"GPU-2a",      /* ambiguous: both GPUs' UUIDs start so */
+		"GPU-9",       /* unknown */
+		"MIG-GPU-2a000000-1111/1/0",
+		"gpu-2a000000-1111",
+		NULL,
+	};
+	struct gpu_nvml_dev two[2] = {
+		{ .bus = 0x1a, .name = "NVIDIA H200", .uuid = "GPU-2a000000-1111" },
+		{ .bus = 0x2a, .name = "NVIDIA H200", .uuid = "GPU-2a000000-2222" },
+	};
+	for (size_t i = 0; doubt[i]; i++) {
+		if (gpu_visible_map(doubt[i], NULL, two, 2, m) != -1)
+			fail_msg("CUDA_VISIBLE_DEVICES='%s' was mapped", doubt[i]);
+	}
+	/* mixed models: FASTEST_FIRST ranks them by a heuristic of its own */
+	struct gpu_nvml_dev mixed[2] = {
+		{ .bus = 0x1a, .name = "NVIDIA L4" },
+		{ .bus = 0x2a, .name = "NVIDIA H200" },
+	};
+	assert_int_equal(gpu_visible_map(NULL, NULL, mixed, 2, m), -1);
+	assert_int_equal(gpu_visible_map("1", "FASTEST_FIRST", mixed, 2, m), -1);
+	assert_int_equal(gpu_visible_map("1", "PCI_BUS_ID", mixed, 2, m), 1);
+	assert_int_equal(m[0], 1);
+	assert_int_equal(gpu_visible_map(NULL, "SLOWEST_FIRST", four, 4, m), -1);
+	assert_int_equal(gpu_visible_map(NULL, NULL, four, 0, m), -1);
+	assert_true(gpu_visible_by_uuid("0,GPU-2a"));
+	assert_false(gpu_visible_by_uuid("0,1"));
+	assert_false(gpu_visible_by_uuid(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -173,6 +250,8 @@ int main(void)
 		cmocka_unit_test(prefixes_come_from_venv_conda_and_path),
 		cmocka_unit_test(wheel_libraries_are_found_newest_first),
 		cmocka_unit_test(an_explicit_path_that_is_no_library_names_it),
+		cmocka_unit_test(visible_devices_map_as_the_runtime_enumerates),
+		cmocka_unit_test(visible_devices_in_doubt_are_left_to_the_runtime),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
