@@ -135,7 +135,7 @@ build_openssl() {
 	run "$o.build.log" make -j"$JOBS" build_libs
 	run "$o.install.log" make install_dev
 	cd - >/dev/null
-	rm -f "$STAMP/curl8-openssl"
+	rm -f "$STAMP/curl8-openssl-ca"
 	touch "$STAMP/openssl3"
 }
 
@@ -187,7 +187,7 @@ build_libnl() {
 }
 
 build_curl() {
-	[ -e "$STAMP/curl8-openssl" ] && return 0
+	[ -e "$STAMP/curl8-openssl-ca" ] && return 0
 	fetch curl trixie
 	log "building curl"
 	c=$SRC/curl-trixie
@@ -197,13 +197,18 @@ build_curl() {
 	rm -rf "$PREFIX"/lib/libmbed*.a "$PREFIX/include/mbedtls" "$PREFIX/include/psa"
 	# Only what nicpick uses: HTTP(S) with OpenSSL, through a proxy from the
 	# environment as every libcurl does.  No other protocol, no compression,
-	# no IDN/PSL/GSSAPI/LDAP, no default CA bundle (nicpick always names one).
+	# no IDN/PSL/GSSAPI/LDAP.  No CA bundle of its own: in a pod nicpick
+	# names the service account's CA; a kubeconfig without one (the kubectl
+	# plugin on a workstation, a publicly trusted server) falls back to
+	# OpenSSL's default store, /etc/ssl/certs, as kubectl uses the system's
+	# roots then.  curl takes that store only when no CA is named
+	# (lib/vtls/openssl.c, CURL_CA_FALLBACK), so a named CA is the only one.
 	run "$c.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
 		--with-openssl="$PREFIX" --without-mbedtls --without-gnutls --without-wolfssl \
 		--disable-openssl-auto-load-config \
 		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
 		--without-nghttp2 --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
-		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path --without-ca-fallback \
+		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path --with-ca-fallback \
 		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
 		--disable-pop3 --disable-imap --disable-smtp --disable-gopher --disable-mqtt --disable-smb \
 		--disable-ftp --disable-file --disable-manual --disable-docs --disable-ntlm \
@@ -215,7 +220,7 @@ build_curl() {
 	run "$c.headers.log" make -C include install
 	run "$c.pc.log" make install-pkgconfigDATA
 	cd - >/dev/null
-	touch "$STAMP/curl8-openssl"
+	touch "$STAMP/curl8-openssl-ca"
 }
 
 build_openssl

@@ -509,3 +509,47 @@ def test_static_completes_the_handshake_with_a_server_that_takes_one_group(stati
     assert "TLS" not in p.stderr and "SSL" not in p.stderr and "handshake" not in p.stderr, p.stderr
     assert "nicpick: error:" in p.stderr, p.stderr
     assert "error" not in out.lower(), out  # s_server saw a clean handshake
+
+
+def test_static_kubeconfig_without_a_ca_trusts_the_systems_store_only(net, pod_root):
+    """A kubeconfig that names no CA (the kubectl plugin against a publicly
+    trusted API server) is verified against the system's store,
+    /etc/ssl/certs with OpenSSL's hashed names, as kubectl uses the system's
+    roots; an image without one (FROM scratch) trusts nothing."""
+    kc = pod_root / "kubeconfig"
+    kc.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {net.url}
+contexts:
+- name: c
+  context: {{cluster: c, user: u, namespace: {podnet.NAMESPACE}}}
+current-context: c
+users:
+- name: u
+  user:
+    token: {net.token_path.read_text().strip()}
+""")
+    env = {"KUBECONFIG": "/kubeconfig", "HOME": "/"}
+    p = in_root(net.node, pod_root, "status", "job", env=env)
+    assert p.returncode == 5, p.stderr
+    assert "SSL certificate problem" in p.stderr, p.stderr
+    certs = pod_root / "etc" / "ssl" / "certs"
+    certs.mkdir(parents=True)
+    h = subprocess.run(["openssl", "x509", "-noout", "-hash", "-in", str(net.ca_path)], check=True,
+                       capture_output=True, text=True, timeout=30).stdout.strip()
+    shutil.copy(net.ca_path, certs / f"{h}.0")
+    p = in_root(net.node, pod_root, "status", "job", env=env)
+    assert "SSL" not in p.stderr and "certificate" not in p.stderr, p.stderr
+    assert p.returncode in (0, 5), p.stderr
+    # a CA the kubeconfig names is the only one trusted, the store or not
+    other = pod_root / "other-ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(pod_root / "k"), "-out", str(other), "-days", "1",
+                    "-subj", "/CN=another-ca"], check=True, capture_output=True, timeout=60)
+    kc.write_text(kc.read_text().replace(f"    server: {net.url}\n",
+                                         f"    server: {net.url}\n    certificate-authority: /other-ca.crt\n"))
+    p = in_root(net.node, pod_root, "status", "job", env=env)
+    assert p.returncode == 5 and "SSL certificate problem" in p.stderr, p.stderr
