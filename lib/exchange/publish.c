@@ -125,12 +125,17 @@ int gather_publish_round(struct ex *x, const np_error *failure, bool only_missin
 	bool started[PUBLISH_CONNS] = { false };
 	if (assign_budget(x, err) < 0)
 		goto out;
+	/* A small job's parts go over this pod's own connection, already
+	 * open: a new one would put a TCP and a TLS handshake between the
+	 * decision and the first probe.  They still draw on their own budget. */
+	bool own = conns == 1;
 	for (size_t c = 0; c < conns; c++) {
-		if (!g->pool[c] && k8s_client_new_like(&g->pool[c], x->k, err) < 0)
+		if (!own && !g->pool[c] && k8s_client_new_like(&g->pool[c], x->k, err) < 0)
 			goto out;
-		k8s_client_set_limiter(g->pool[c], g->assign_lim);
-		k8s_client_set_deadline(g->pool[c], x->o->deadline_ms);
-		jobs[c] = (struct publish_job){ .x = x, .k = g->pool[c], .names = names, .patches = patches,
+		struct k8s_client *k = own ? x->k : g->pool[c];
+		k8s_client_set_limiter(k, g->assign_lim);
+		k8s_client_set_deadline(k, x->o->deadline_ms);
+		jobs[c] = (struct publish_job){ .x = x, .k = k, .names = names, .patches = patches,
 						.first = c, .n = n, .step = conns };
 	}
 	for (size_t c = 1; c < conns; c++)
@@ -142,6 +147,8 @@ int gather_publish_round(struct ex *x, const np_error *failure, bool only_missin
 		else
 			publish_worker(&jobs[c]); /* no thread: do its share here */
 	}
+	if (own)
+		k8s_client_set_limiter(x->k, x->lim);
 	ret = 0;
 	for (size_t c = 0; c < conns && ret == 0; c++)
 		if (jobs[c].ret < 0) {

@@ -588,6 +588,16 @@ static int connect_once(const struct sockaddr_storage *ss, socklen_t len, int64_
 	return 0;
 }
 
+int probe_retry_ms(int attempt)
+{
+	if (attempt < PROBE_RETRY_QUICK)
+		return PROBE_RETRY_FIRST_MS;
+	int ms = PROBE_RETRY_FIRST_MS;
+	for (int i = PROBE_RETRY_QUICK - 1; i < attempt && ms < PROBE_RETRY_MAX_MS; i++)
+		ms *= 2;
+	return ms < PROBE_RETRY_MAX_MS ? ms : PROBE_RETRY_MAX_MS;
+}
+
 /* One exchange on a connected socket; 0 with res filled, or -errno. */
 static int exchange(int fd, const char *self_addr, const char *token, long throughput_bytes,
 		    int64_t deadline_ms, char *line, size_t line_len, int64_t *t0)
@@ -641,9 +651,11 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, const cha
 			if (exchanged || last == -ETIMEDOUT)
 				break;
 		}
-		if (np_left_ms(deadline_ms) < 100)
+		int64_t left = np_left_ms(deadline_ms);
+		if (left < 100)
 			break;
-		usleep((useconds_t)(attempt < 5 ? 50000 << attempt : 1000000));
+		int64_t pause = probe_retry_ms(attempt);
+		usleep((useconds_t)((pause < left ? pause : left) * 1000));
 	}
 	if (!exchanged) {
 		if (!res->connected)

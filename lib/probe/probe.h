@@ -93,6 +93,18 @@ struct probe_result {
 	char detail[256];              /* why it failed, "" when ok */
 };
 
+/* The pause before connect attempt attempt + 1 (attempt counts from 0):
+ * PROBE_RETRY_FIRST_MS for the first PROBE_RETRY_QUICK attempts, then
+ * doubling up to PROBE_RETRY_MAX_MS.  The peer usually starts listening a
+ * few milliseconds after this pod (it learns its part of the round from
+ * its own watch), and a refused connection on the pod's own network costs
+ * a SYN and a reset: the first retries come soon, and a peer that stays
+ * away is tried about once a second. */
+#define PROBE_RETRY_FIRST_MS 2
+#define PROBE_RETRY_QUICK 8
+#define PROBE_RETRY_MAX_MS 1000
+int probe_retry_ms(int attempt);
+
 /* Probe a peer: connect to peer_addr:port (retrying until deadline_ms on
  * CLOCK_MONOTONIC), present the round's token and the address we published,
  * read back what it saw.  throughput_bytes > 0 also streams that many bytes

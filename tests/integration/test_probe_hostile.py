@@ -6,8 +6,9 @@ port while the job agrees:
   liar    claims a 16 GiB payload (in the old syntax and with a made-up
           token), then sends one byte every 4 s, and reconnects when closed;
   idle    keeps 20 silent connections open to every pod, reopened at once;
-  late    opens a connection every 20 ms and holds it silently, so that
-          some land just after each real probe, while listeners stop.
+  late    opens a connection every 2 ms and holds it silently, so that
+          some land just after each real probe, while listeners stop (a
+          pod listens only while its round probes: at 4 pods, some 10 ms).
 
 What must hold (docs/security.md, "Ports on a hostNetwork node"): the job
 still agrees on the fast network, and no pod exits later than --timeout
@@ -167,7 +168,7 @@ class Attack:
                 held.append(s)
             if len(held) > 50:
                 self._drop(held.pop(0))
-            self.stopping.wait(0.02)
+            self.stopping.wait(0.002)
 
     def _run(self, kind, addr):
         self._enter()

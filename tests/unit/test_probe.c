@@ -164,6 +164,68 @@ static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
 	probe_server_stop(f.real);
 }
 
+static void retries_start_within_milliseconds_and_slow_to_one_a_second(void **state)
+{
+	(void)state;
+	/* The peer learns its part a few ms after this pod: the first retry
+	 * must come well before the 50 ms the first one used to wait. */
+	assert_true(PROBE_RETRY_FIRST_MS <= 5);
+	int64_t waited = 0, quick = 0;
+	int attempts = 0;
+	for (int a = 0; a < 100; a++) {
+		int ms = probe_retry_ms(a);
+		assert_true(ms >= PROBE_RETRY_FIRST_MS && ms <= PROBE_RETRY_MAX_MS);
+		if (a < PROBE_RETRY_QUICK) {
+			assert_int_equal(ms, PROBE_RETRY_FIRST_MS);
+			quick += ms;
+		} else {
+			assert_true(ms == PROBE_RETRY_MAX_MS || ms == 2 * probe_retry_ms(a - 1));
+		}
+		if (waited < 1000)
+			attempts++;
+		waited += ms;
+	}
+	/* The quick retries cover the first few tens of ms only; then the
+	 * pause doubles: fewer than 20 attempts in the first second, and from
+	 * then on one a second, however long the peer stays away. */
+	assert_true(quick <= 20);
+	assert_true(attempts < 20);
+	assert_int_equal(probe_retry_ms(PROBE_RETRY_QUICK + 8), PROBE_RETRY_MAX_MS);
+	assert_int_equal(probe_retry_ms(1 << 30), PROBE_RETRY_MAX_MS);
+	assert_int_equal(PROBE_RETRY_MAX_MS, 1000);
+}
+
+/* A peer that starts listening a moment after the first attempt is
+ * reached: the early retries are what a 2-pod job waits on. */
+static void *late_listener(void *arg)
+{
+	struct flaky *f = arg;
+	usleep(5000);
+	f->real = listen_on("127.0.0.1", f->port, NULL, 0);
+	return NULL;
+}
+
+static void probe_reaches_a_peer_that_listens_a_moment_late(void **state)
+{
+	(void)state;
+	/* Take a free port and close it: refused until late_listener binds it. */
+	struct probe_server *s = listen_on("127.0.0.1", 0, NULL, 0);
+	struct flaky f = { .port = probe_server_port(s) };
+	probe_server_stop(s);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, late_listener, &f), 0);
+	np_error err = { 0 };
+	struct probe_result res;
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", f.port, TOKEN, np_now_ms() + 5000, 0, &res, &err),
+			 0);
+	pthread_join(t, NULL);
+	assert_true(res.connected);
+	assert_true(res.source_ok);
+	assert_string_equal(res.detail, "");
+	assert_int_equal(counts(f.real).answered, 1);
+	probe_server_stop(f.real);
+}
+
 /* A client socket from `from` (a loopback address of this host standing in
  * for another host) connected to the listener. */
 static int client(const char *from, int port)
@@ -409,6 +471,8 @@ int main(void)
 		cmocka_unit_test(route_to_loopback_leaves_through_lo),
 		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
 		cmocka_unit_test(probe_retries_a_peer_that_resets_while_it_moves),
+		cmocka_unit_test(retries_start_within_milliseconds_and_slow_to_one_a_second),
+		cmocka_unit_test(probe_reaches_a_peer_that_listens_a_moment_late),
 		cmocka_unit_test(hello_check_admits_only_the_rounds_token_from_the_expected_peer),
 		cmocka_unit_test(listener_counts_only_the_expected_peer),
 		cmocka_unit_test(silent_and_lying_clients_do_not_hold_the_listener),
