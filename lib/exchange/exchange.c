@@ -147,8 +147,9 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		add_subnet_routes(&x->mine);
 	if (train_of(x, o, res, err) < 0)
 		goto out;
-	if (o->gpu) {
-		x->mine.gpu = *o->gpu;
+	const struct agree_gpu *gpu = o->gpu_wait ? o->gpu_wait(o->gpu_ud) : o->gpu;
+	if (gpu) {
+		x->mine.gpu = *gpu;
 		if (res->train.delivery == JOBS_DELIVERY_FILE) {
 			snprintf(x->mine.gpu.delivery, sizeof(x->mine.gpu.delivery), "file");
 			np_text_clean(x->mine.gpu.nccl_env, sizeof(x->mine.gpu.nccl_env), res->train.env_path,

@@ -65,6 +65,11 @@ struct exchange_opts {
 				      * fabric needs them) */
 	const struct agree_gpu *gpu; /* what the smoke test would use here, for
 				      * the report; NULL: none (--smoke off) */
+	/* Or: gpu_wait(gpu_ud) gives it (NULL: none), called once, just before
+	 * the report is built, so that the caller can look it up while the
+	 * exchange reaches the API server; gpu is then not read. */
+	const struct agree_gpu *(*gpu_wait)(void *ud);
+	void *gpu_ud;
 	/* The training containers (lib/jobs/train.c): where nicpick writes
 	 * and which containers --train-container names; their delivery goes
 	 * into the report (the gatherer checks the job's NCCL floor). */

@@ -1,6 +1,7 @@
 #include "select/select.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,21 +159,59 @@ static void say(const struct run *x, enum exchange_log_level level, const char *
 
 /* The smoke test's NCCL, CUDA and GPU go into this pod's report: the
  * gatherer compares them and decides for the whole job whether the smoke
- * test can run. */
-static void smoke_info(struct run *x, struct agree_gpu *gpu)
+ * test can run.  Looking them up runs the companion (tens of ms on a GPU
+ * node), so it runs in a thread of its own while the exchange connects to
+ * the API server and reads this pod; the exchange asks for the answer
+ * (info_wait) just before it builds the report. */
+struct info_job {
+	struct run *x;
+	struct agree_gpu gpu;
+	bool known;
+	bool started, joined;
+	pthread_t t;
+};
+
+static void info_look(struct info_job *j)
 {
-	const struct select_opts *o = x->o;
-	memset(gpu, 0, sizeof(*gpu));
+	const struct select_opts *o = j->x->o;
+	memset(&j->gpu, 0, sizeof(j->gpu));
 	/* Also with --smoke off: the job's NCCL floor (a training container
 	 * that reads only nccl.conf) is checked from the reports' versions. */
-	bool known = select_smoke_info(&o->smoke, &o->ctx, gpu, x->here, sizeof(x->here));
-	if (o->smoke.mode != SELECT_SMOKE_OFF && (!known || (!gpu->smoke[0] && x->here[0]))) {
+	j->known = select_smoke_info(&o->smoke, &o->ctx, &j->gpu, j->x->here, sizeof(j->x->here));
+}
+
+static void *info_thread(void *ud)
+{
+	info_look(ud);
+	return NULL;
+}
+
+/* The answer, once: the thread joined (or, had it not started, the look-up
+ * made here), and what it says about the smoke test said on this thread. */
+static void info_join(struct info_job *j)
+{
+	if (j->joined)
+		return;
+	j->joined = true;
+	if (j->started)
+		pthread_join(j->t, NULL);
+	else
+		info_look(j);
+	struct run *x = j->x;
+	if (x->o->smoke.mode != SELECT_SMOKE_OFF && (!j->known || (!j->gpu.smoke[0] && x->here[0]))) {
 		char line[NP_ERR_MSG_MAX + 64];
 		snprintf(line, sizeof(line), "cannot tell this pod's NCCL and GPU: %s", x->here);
 		say(x, EXCHANGE_WARN, line);
 	}
-	if (!gpu->smoke[0])
+	if (!j->gpu.smoke[0])
 		x->here[0] = '\0';
+}
+
+static const struct agree_gpu *info_wait(void *ud)
+{
+	struct info_job *j = ud;
+	info_join(j);
+	return j->gpu.has ? &j->gpu : NULL;
 }
 
 /* Agree with the job's other pods (the exchange probes the ring
@@ -182,21 +221,26 @@ static int agree(struct run *x, np_error *err)
 {
 	const struct select_opts *o = x->o;
 	struct select_result *r = x->r;
-	struct agree_gpu gpu;
-	smoke_info(x, &gpu);
-	if (k8s_config_load(&x->k8s, &o->k8s, err) < 0)
+	struct info_job info = { .x = x };
+	info.started = pthread_create(&info.t, NULL, info_thread, &info) == 0;
+	if (k8s_config_load(&x->k8s, &o->k8s, err) < 0) {
+		info_join(&info);
 		return -1;
+	}
 	x->have_k8s = true;
 	struct exchange_opts xo = exchange_opts(x);
 	xo.local_routes = !o->snapshot && !o->src.netlink_json && !o->src.sysfs_root;
-	xo.gpu = gpu.has ? &gpu : NULL;
+	xo.gpu_wait = info_wait;
+	xo.gpu_ud = &info;
 	xo.out_dir = o->out_dir;
 	xo.train_names = o->smoke.train_names;
 	xo.n_train_names = o->smoke.n_train_names;
 	/* The end of the deadline is kept for saying on the pod why it failed. */
 	int64_t left = xo.deadline_ms - np_now_ms();
 	xo.deadline_ms -= left / 10 < PUBLISH_RESERVE_MS ? left / 10 : PUBLISH_RESERVE_MS;
-	if (exchange_run(&xo, &r->nics, &r->ranking, &r->ex, err) < 0)
+	int ran = exchange_run(&xo, &r->nics, &r->ranking, &r->ex, err);
+	info_join(&info); /* an exchange that ended early never asked */
+	if (ran < 0)
 		return -1;
 	r->agreed = true;
 	const struct nic *n = nic_list_find_name(&r->nics, r->ex.ifname);
