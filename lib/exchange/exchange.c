@@ -147,7 +147,7 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		add_subnet_routes(&x->mine);
 	if (train_of(x, o, res, err) < 0)
 		goto out;
-	const struct agree_gpu *gpu = o->gpu_wait ? o->gpu_wait(o->gpu_ud) : o->gpu;
+	const struct agree_gpu *gpu = o->gpu_wait ? o->gpu_wait(o->gpu_ud) : NULL;
 	if (gpu) {
 		x->mine.gpu = *gpu;
 		if (res->train.delivery == JOBS_DELIVERY_FILE) {

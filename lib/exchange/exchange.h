@@ -63,11 +63,10 @@ struct exchange_opts {
 	bool local_routes;           /* the interfaces are this node's: report the
 				      * gateways of its routing table (a routed
 				      * fabric needs them) */
-	const struct agree_gpu *gpu; /* what the smoke test would use here, for
-				      * the report; NULL: none (--smoke off) */
-	/* Or: gpu_wait(gpu_ud) gives it (NULL: none), called once, just before
-	 * the report is built, so that the caller can look it up while the
-	 * exchange reaches the API server; gpu is then not read. */
+	/* What the smoke test would use here, for the report: gpu_wait(gpu_ud)
+	 * gives it (NULL: none), called once, just before the report is built,
+	 * so that the caller can look it up while the exchange reaches the API
+	 * server.  No gpu_wait: none. */
 	const struct agree_gpu *(*gpu_wait)(void *ud);
 	void *gpu_ud;
 	/* The training containers (lib/jobs/train.c): where nicpick writes
