@@ -84,6 +84,12 @@ size_t gpu_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_
 
 /* Load both libraries.  On failure r->unavailable says which is missing
  * and the error names every place tried. */
+/* dlsym each of names[0..n) of h into slots[i] (a struct of function
+ * pointers, in the names' order); the first n_required must be there,
+ * the rest may be NULL.  -1 (err names lib and the symbol) when one is not. */
+int gpu_load_syms(void *h, const char *lib, const char *const *names, void **slots, size_t n_required,
+		  size_t n, np_error *err);
+
 int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_result *r,
 		    np_error *err);
 void gpu_libs_close(struct gpu_libs *l);

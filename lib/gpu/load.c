@@ -150,8 +150,8 @@ static void *open_globs(const char *const *prefixes, bool nccl, char *path, size
 	return NULL;
 }
 
-static int load_syms(void *h, const char *lib, const char *const *names, void **slots,
-		     size_t n_required, size_t n, np_error *err)
+int gpu_load_syms(void *h, const char *lib, const char *const *names, void **slots, size_t n_required,
+		  size_t n, np_error *err)
 {
 	for (size_t i = 0; i < n; i++) {
 		slots[i] = dlsym(h, names[i]);
@@ -216,7 +216,7 @@ int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_r
 	_Static_assert(sizeof(nccl_names) / sizeof(nccl_names[0]) ==
 			       sizeof(struct gpu_nccl_api) / sizeof(void *),
 		       "one name per NCCL slot");
-	if (load_syms(l->nccl_h, l->nccl_path, nccl_names, (void **)&l->nccl, 14, 15, err) < 0) {
+	if (gpu_load_syms(l->nccl_h, l->nccl_path, nccl_names, (void **)&l->nccl, 14, 15, err) < 0) {
 		r->unavailable = SMOKE_NO_NCCL;
 		return np_error_wrap(err, "NCCL 2.14 or later is needed (non-blocking init)");
 	}
@@ -235,7 +235,7 @@ int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_r
 	if (!dlsym(l->cudart_h, cuda_names[4]))
 		cuda_names[4] = "cudaGetDeviceProperties";
 	size_t n_cuda = sizeof(cuda_names) / sizeof(cuda_names[0]);
-	if (load_syms(l->cudart_h, l->cudart_path, cuda_names, (void **)&l->cuda, n_cuda, n_cuda,
+	if (gpu_load_syms(l->cudart_h, l->cudart_path, cuda_names, (void **)&l->cuda, n_cuda, n_cuda,
 		      err) < 0) {
 		r->unavailable = SMOKE_NO_CUDART;
 		return -1;

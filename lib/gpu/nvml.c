@@ -210,12 +210,9 @@ static int nvml_info(const struct gpu_info_env *e, int gpu, struct smoke_result 
 	_Static_assert(sizeof(names) / sizeof(names[0]) == sizeof(struct nvml_api) / sizeof(void *),
 		       "one name per NVML slot");
 	struct nvml_api m;
-	void **slots = (void **)&m;
-	bool ok = true;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		slots[i] = dlsym(h, names[i]);
-		ok = ok && (slots[i] || i == sizeof(names) / sizeof(names[0]) - 1);
-	}
+	size_t n = sizeof(names) / sizeof(names[0]);
+	np_error lerr = { 0 }; /* a missing symbol: the runtime answers */
+	bool ok = gpu_load_syms(h, "libnvidia-ml", names, (void **)&m, n - 1, n, &lerr) == 0;
 	int ret = -1;
 	if (ok && m.Init_v2() == NVML_SUCCESS) {
 		struct gpu_nvml_dev devs[GPU_NVML_MAX];
