@@ -147,14 +147,9 @@ void cli_print_usage(FILE *out)
 	print_usage(out, NULL);
 }
 
-void cli_print_verb_usage(FILE *out, const struct cli_verb *verb)
-{
-	print_usage(out, verb);
-}
-
 void cli_help(const struct cli_verb *verb)
 {
-	cli_print_verb_usage(stdout, verb);
+	print_usage(stdout, verb);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		np_error err = { 0 };
 		np_error_set(&err, NP_EINTERNAL, errno ? errno : EIO, "cannot write to standard output");

@@ -78,12 +78,10 @@ extern const char *cli_log_pod_name;
 
 /* The whole usage text, generated from the tables. */
 void cli_print_usage(FILE *out);
-/* One verb's: its synopsis, the options it takes (its own table's and the
- * ones it shares with other verbs), grouped as in the whole text, and the
- * exit codes. */
-void cli_print_verb_usage(FILE *out, const struct cli_verb *verb);
-/* `nicpick VERB --help`: the verb's usage on stdout, then exit 0 (1 when
- * stdout cannot be written). */
+/* `nicpick VERB --help`: the verb's usage on stdout (its synopsis, the
+ * options it takes, its own table's and the ones it shares with other
+ * verbs, grouped as in the whole text, and the exit codes), then exit 0
+ * (1 when stdout cannot be written). */
 __attribute__((noreturn)) void cli_help(const struct cli_verb *verb);
 
 /* Returns 0, or an exit code. */
