@@ -108,6 +108,13 @@ def install_sa(net, root):
     (sa / "namespace").write_text(podnet.NAMESPACE)
 
 
+def ec_ca(key, crt, cn):
+    """A self-signed P-256 CA: key and certificate files (openssl CLI)."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(crt), "-days", "1", "-subj", f"/CN={cn}"],
+                   check=True, capture_output=True, timeout=60)
+
+
 def test_static_discover_in_an_empty_root(net, pod_root):
     p = in_root(net.node, pod_root, "discover")
     assert p.returncode == 0, p.stderr
@@ -207,10 +214,7 @@ def test_static_verifies_tls_against_the_ca_file(net, pod_root, tmp_path):
     install_sa(net, pod_root)
     other = tmp_path / "other"
     other.mkdir()
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(other / "k"),
-                    "-out", str(pod_root / podnet.SA_DIR / "ca.crt"), "-days", "1",
-                    "-subj", "/CN=another-ca"], check=True, capture_output=True, timeout=60)
+    ec_ca(other / "k", pod_root / podnet.SA_DIR / "ca.crt", "another-ca")
     p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "10")
     assert p.returncode == 5, p.stderr
     # curl's "SSL certificate problem: " with OpenSSL's
@@ -451,9 +455,7 @@ def test_static_offers_post_quantum_and_x25519_key_shares(static_bin, tmp_path):
     t = threading.Thread(target=accept)
     t.start()
     ca = tmp_path / "ca.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(tmp_path / "k"), "-out", str(ca), "-days", "1",
-                    "-subj", "/CN=x"], check=True, capture_output=True, timeout=60)
+    ec_ca(tmp_path / "k", ca, "x")
     kc = status_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{ls.getsockname()[1]}", ca)
     p = subprocess.run([static_bin, "status", "job"], capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(tmp_path)))
@@ -476,9 +478,7 @@ def test_static_completes_the_handshake_with_a_server_that_takes_one_group(stati
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ca_key, ca = tmp_path / "ca.key", tmp_path / "ca.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-days", "1",
-                    "-subj", "/CN=test-ca"], check=True, capture_output=True, timeout=60)
+    ec_ca(ca_key, ca, "test-ca")
     key, csr, crt = tmp_path / "s.key", tmp_path / "s.csr", tmp_path / "s.crt"
     subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                     "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1"],
@@ -546,9 +546,7 @@ users:
     assert p.returncode in (0, 5), p.stderr
     # a CA the kubeconfig names is the only one trusted, the store or not
     other = pod_root / "other-ca.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(pod_root / "k"), "-out", str(other), "-days", "1",
-                    "-subj", "/CN=another-ca"], check=True, capture_output=True, timeout=60)
+    ec_ca(pod_root / "k", other, "another-ca")
     kc.write_text(kc.read_text().replace(f"    server: {net.url}\n",
                                          f"    server: {net.url}\n    certificate-authority: /other-ca.crt\n"))
     p = in_root(net.node, pod_root, "status", "job", env=env)
