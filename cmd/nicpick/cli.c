@@ -268,6 +268,21 @@ int cli_int(const char *name, const char *a, long min, long max, const char *exp
 	return rc;
 }
 
+int cli_word(const char *name, const char *a, const char *const *words, int *dst)
+{
+	size_t n = 0;
+	for (; words[n]; n++)
+		if (strcmp(a, words[n]) == 0) {
+			*dst = (int)n;
+			return 0;
+		}
+	char expect[128] = "";
+	for (size_t i = 0; i < n; i++)
+		snprintf(expect + strlen(expect), sizeof(expect) - strlen(expect), "%s%s",
+			 i == 0 ? "" : i + 1 == n ? " or " : ", ", words[i]);
+	return cli_usage_error("--%s '%s': expected %s", name, a, expect);
+}
+
 int cli_parse_bytes(const char *s, long min, long max, long *out)
 {
 	char *end;

@@ -111,6 +111,9 @@ int cli_parse_long(const char *s, long min, long max, long *out);
 /* --NAME's value in min..max, else the usage error "--NAME 'A': EXPECT". */
 int cli_long(const char *name, const char *a, long min, long max, const char *expect, long *dst);
 int cli_int(const char *name, const char *a, long min, long max, const char *expect, int *dst);
+/* The index in words (NULL-terminated) of a, the value of --name: 0, or
+ * the usage error "--name 'a': expected w0, w1 or w2" and its exit code. */
+int cli_word(const char *name, const char *a, const char *const *words, int *dst);
 /* "64M", "1G", "65536": bytes, binary suffixes. */
 int cli_parse_bytes(const char *s, long min, long max, long *out);
 

@@ -13,10 +13,11 @@
 
 static int set_peers(struct cli *c, const char *a)
 {
-	if (strcmp(a, "none") != 0 && strcmp(a, "k8s") != 0)
-		return cli_usage_error("--peers '%s': expected k8s or none", a);
-	c->sel.peers_k8s = strcmp(a, "k8s") == 0;
-	return 0;
+	static const char *const words[] = { "k8s", "none", NULL };
+	int w, rc = cli_word("peers", a, words, &w);
+	if (rc == 0)
+		c->sel.peers_k8s = w == 0;
+	return rc;
 }
 
 static int set_timeout(struct cli *c, const char *a)
@@ -26,15 +27,13 @@ static int set_timeout(struct cli *c, const char *a)
 
 static int set_smoke(struct cli *c, const char *a)
 {
-	if (strcmp(a, "off") == 0)
-		c->sel.smoke.mode = SELECT_SMOKE_OFF;
-	else if (strcmp(a, "auto") == 0)
-		c->sel.smoke.mode = SELECT_SMOKE_AUTO;
-	else if (strcmp(a, "required") == 0)
-		c->sel.smoke.mode = SELECT_SMOKE_REQUIRED;
-	else
-		return cli_usage_error("--smoke '%s': expected off, auto or required", a);
-	return 0;
+	static const char *const words[] = { "off", "auto", "required", NULL };
+	static const enum select_smoke_mode modes[] = { SELECT_SMOKE_OFF, SELECT_SMOKE_AUTO,
+							SELECT_SMOKE_REQUIRED };
+	int w, rc = cli_word("smoke", a, words, &w);
+	if (rc == 0)
+		c->sel.smoke.mode = modes[w];
+	return rc;
 }
 
 static int set_smoke_port(struct cli *c, const char *a)
@@ -57,13 +56,11 @@ static int set_smoke_timeout(struct cli *c, const char *a)
 
 static int set_tune(struct cli *c, const char *a)
 {
-	if (strcmp(a, "off") == 0)
-		c->sel.tune.mode = SELECT_TUNE_OFF;
-	else if (strcmp(a, "on") == 0)
-		c->sel.tune.mode = SELECT_TUNE_ON;
-	else
-		return cli_usage_error("--tune '%s': expected off or on", a);
-	return 0;
+	static const char *const words[] = { "off", "on", NULL };
+	int w, rc = cli_word("tune", a, words, &w);
+	if (rc == 0)
+		c->sel.tune.mode = w ? SELECT_TUNE_ON : SELECT_TUNE_OFF;
+	return rc;
 }
 
 static int set_tune_budget(struct cli *c, const char *a)
@@ -84,10 +81,11 @@ static int set_min_busbw(struct cli *c, const char *a)
 
 static int set_slow_link(struct cli *c, const char *a)
 {
-	if (strcmp(a, "warn") != 0 && strcmp(a, "fail") != 0)
-		return cli_usage_error("--slow-link '%s': expected warn or fail", a);
-	c->sel.smoke.slow_link_fail = strcmp(a, "fail") == 0;
-	return 0;
+	static const char *const words[] = { "warn", "fail", NULL };
+	int w, rc = cli_word("slow-link", a, words, &w);
+	if (rc == 0)
+		c->sel.smoke.slow_link_fail = w == 1;
+	return rc;
 }
 
 static int set_train_container(struct cli *c, const char *a)
