@@ -21,7 +21,11 @@ CC         := musl-gcc
 PKG_CFLAGS := -I$(STATIC_DEPS)/prefix/include -I$(STATIC_DEPS)/prefix/include/libnl3 \
               -I$(STATIC_DEPS)/kernel-include -DCURL_STATICLIB -DK8S_CURL_STATIC \
               -ffunction-sections -fdata-sections
-PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -lcurl -lssl -lcrypto \
+# mimalloc replaces musl's malloc (scripts/static-deps.sh says why): the
+# whole archive, so that every allocation function is its, whatever the
+# link order pulls in first.
+PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -Wl,--whole-archive -lmimalloc -Wl,--no-whole-archive \
+              -lcurl -lssl -lcrypto \
               -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson -lyaml
 LDFLAGS    += -static -Wl,--gc-sections
 endif

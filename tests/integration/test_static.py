@@ -56,6 +56,22 @@ def test_static_binary_has_no_interpreter_and_no_dynamic_section(static_bin):
     assert size <= SIZE_GOAL, f"{size} bytes, over the {SIZE_GOAL} byte goal"
 
 
+def test_static_allocates_with_mimalloc(static_bin):
+    """The release binary's malloc is mimalloc's, not musl's (Makefile,
+    scripts/static-deps.sh): mimalloc names its options on stderr when
+    MIMALLOC_VERBOSE=1 (mimalloc 2.0.9 src/options.c, mi_options_init), and
+    says nothing without it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIMALLOC_")}
+    plain = subprocess.run([static_bin, "version"], capture_output=True, text=True, env=env,
+                           timeout=30)
+    assert plain.returncode == 0 and plain.stderr == "", plain
+    verbose = subprocess.run([static_bin, "version"], capture_output=True, text=True,
+                             env=dict(env, MIMALLOC_VERBOSE="1"), timeout=30)
+    assert verbose.returncode == 0, verbose
+    assert "mimalloc: option 'verbose': 1" in verbose.stderr, verbose.stderr
+    assert verbose.stdout == plain.stdout
+
+
 def test_release_smoke_companion_needs_only_glibc(static_bin):
     """nicpick-smoke ships beside the static nicpick into the training
     image: glibc is the one library it may ask of that image."""
