@@ -1,5 +1,6 @@
 #!/bin/bash
-# On the GPU machine (two GPUs, see ../shared/DEVICE.md): two network
+# On the GPU machine (see ../shared/DEVICE.md; with one GPU both ranks share
+# GPU 0, each with its own NCCL_HOSTID, as in the other scripts): two network
 # namespaces stand in for two nodes, each with a decoy cni0 bridge at the
 # same address (10.244.0.1) and one real link between them.  nicpick decides
 # in each namespace; then a torch all-reduce runs once with nicpick's
@@ -12,16 +13,16 @@ set -u
 : "${NICPICK:?}" "${IP:?}" "${PYTHON:?}" "${OUT:?}"
 ip() { "$IP" "$@"; }
 A=npa-$$ B=npb-$$
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 cleanup() { ip netns del "$A" 2>/dev/null; ip netns del "$B" 2>/dev/null; }
 trap cleanup EXIT
 . "$(dirname "$0")/nodes.sh"
 make_nodes || exit 1
 sleep 2
 
+select_alone "$OUT"
 for ns in "$A" "$B"; do
-	ip netns exec "$ns" "$NICPICK" select --peers none --smoke off --out-dir "$OUT/$ns" \
-		>"$OUT/$ns.select.log" 2>&1
-	echo "nicpick in $ns: exit $? -> $(grep NCCL_SOCKET_IFNAME "$OUT/$ns/nccl.conf" 2>/dev/null)"
+	echo "nicpick in $ns: $(grep NCCL_SOCKET_IFNAME "$OUT/$ns/nccl.conf" 2>/dev/null || echo "no nccl.conf, see $OUT/$ns.select.log")"
 done
 
 cat >"$OUT/allreduce.py" <<'PY'
@@ -51,7 +52,8 @@ run() { # label: "nicpick" (each rank with its node's nccl.conf) or "default"
 		ns=$([ $r = 0 ] && echo "$A" || echo "$B")
 		conf=NICPICK_UNUSED=1
 		[ "$label" = nicpick ] && conf="NCCL_CONF_FILE=$OUT/$ns/nccl.conf"
-		ip netns exec "$ns" env CUDA_VISIBLE_DEVICES=$r NCCL_HOSTID=node$r RANK=$r \
+		gpu=0; [ "$NGPU" -ge 2 ] && gpu=$r
+		ip netns exec "$ns" env CUDA_VISIBLE_DEVICES=$gpu NCCL_HOSTID=node$r RANK=$r \
 			NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_NVLS_ENABLE=0 \
 			NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$conf" \
 			timeout 90 "$PYTHON" "$OUT/allreduce.py" >"$OUT/$label.rank$r.log" 2>&1 &

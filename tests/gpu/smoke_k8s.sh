@@ -26,50 +26,18 @@ A=npka-$$ B=npkb-$$ S=npks-$$
 fails=0
 APIPID=
 cleanup() {
-	[ -n "$APIPID" ] && kill "$APIPID" 2>/dev/null
+	stop_api
 	for ns in "$A" "$B" "$S"; do ip netns del "$ns" 2>/dev/null; done
 }
 trap cleanup EXIT
 . "$(dirname "$0")/nodes.sh"
 make_nodes || exit 1
-ip netns add "$S" || exit 1; ip -n "$S" link set lo up
-ip -n "$S" link add br0 type bridge; ip -n "$S" addr add 192.168.100.1/24 dev br0; ip -n "$S" link set br0 up
-i=11
-for ns in "$A" "$B"; do
-	ip link add mgmt0 netns "$ns" type veth peer name "p$i" netns "$S"
-	ip -n "$ns" addr add 192.168.100.$i/24 dev mgmt0; ip -n "$ns" link set mgmt0 up
-	ip -n "$S" link set "p$i" master br0; ip -n "$S" link set "p$i" up
-	i=$((i + 1))
-done
+make_switch || exit 1
 sleep 2
 
 # The API server, in its own namespace.
-mkdir -p "$OUT/api"
-echo '{"tok-0": "system:serviceaccount:train:nicpick", "tok-1": "system:serviceaccount:train:nicpick"}' >"$OUT/tokens.json"
-ip netns exec "$S" env PYTHONPATH="$ROOT" "$PYTHON" -m tools.kubeapi --state-dir "$OUT/api" \
-	--listen 192.168.100.1 --san 192.168.100.1 --namespace train --tokens @"$OUT/tokens.json" --max-lifetime 900 \
-	>"$OUT/api.log" 2>&1 &
-APIPID=$!
-for _ in $(seq 100); do [ -f "$OUT/api/ready" ] && break; sleep 0.2; done
-[ -f "$OUT/api/ready" ] || { echo "FAIL: the API server did not start"; cat "$OUT/api.log"; exit 1; }
-URL=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['url'])" "$OUT/api/ready")
-ADMIN=$(cat "$OUT/api/admin-token")
-for r in 0 1; do echo "tok-$r" >"$OUT/token-$r"; done
-
-seed() { # job name: two pods of an Indexed Job
-	ip netns exec "$S" "$PYTHON" - "$URL" "$ADMIN" "$OUT/api/ca.crt" "$1" <<'PY'
-import json, ssl, sys, urllib.request
-url, admin, ca, job = sys.argv[1:]
-pods = [{"metadata": {"name": f"{job}-{i}", "namespace": "train",
-         "labels": {"batch.kubernetes.io/job-name": job, "job-name": job,
-                    "batch.kubernetes.io/job-completion-index": str(i)}},
-         "spec": {"nodeName": f"node-{i}", "containers": [{"name": "main", "image": "x"}]},
-         "status": {"phase": "Running"}} for i in range(2)]
-req = urllib.request.Request(url + "/_admin/seed", json.dumps({"pods": pods}).encode(),
-                             {"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
-urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca)).read()
-PY
-}
+start_api "$OUT" 2 900 || exit 1
+seed() { seed_pods "$OUT" "$1" 2; } # job name: two pods of an Indexed Job
 
 # pod R of job J in its node; extra args follow; env SMOKE_BIN_1 replaces pod 1's companion
 pod() {

@@ -35,7 +35,7 @@ fails=0
 APIPID=
 NODES=
 cleanup() {
-	[ -n "$APIPID" ] && kill "$APIPID" 2>/dev/null
+	stop_api
 	for ns in $NODES "$S"; do ip netns del "$ns" 2>/dev/null; done
 }
 trap cleanup EXIT
@@ -66,40 +66,8 @@ for i in $(seq 0 $((MAXN - 1))); do
 done
 sleep 2
 
-# a warm machine keeps /tmp: never read another run's API server
-rm -rf "$OUT/api"; mkdir -p "$OUT/api"
-"$PYTHON" -c "import json,sys; print(json.dumps({f'tok-{i}': 'system:serviceaccount:train:nicpick' for i in range(int(sys.argv[1]))}))" "$MAXN" >"$OUT/tokens.json"
-ip netns exec "$S" env PYTHONPATH="$ROOT" "$PYTHON" -m tools.kubeapi --state-dir "$OUT/api" \
-	--listen 192.168.100.1 --san 192.168.100.1 --namespace train --tokens @"$OUT/tokens.json" --max-lifetime 1800 \
-	>"$OUT/api.log" 2>&1 &
-APIPID=$!
-for _ in $(seq 100); do [ -f "$OUT/api/ready" ] && break; sleep 0.2; done
-[ -f "$OUT/api/ready" ] || { echo "FAIL: the API server did not start"; cat "$OUT/api.log"; exit 1; }
-URL=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['url'])" "$OUT/api/ready")
-ADMIN=$(cat "$OUT/api/admin-token")
-for r in $(seq 0 $((MAXN - 1))); do echo "tok-$r" >"$OUT/token-$r"; done
-
-seed() { # job name, pods: file-only training containers
-	ip netns exec "$S" "$PYTHON" - "$URL" "$ADMIN" "$OUT/api/ca.crt" "$1" "$2" "$OUT/$1" <<'PY'
-import json, ssl, sys, urllib.request
-url, admin, ca, job, n, out = sys.argv[1:]
-def spec(i):
-    return {"nodeName": f"node-{i}",
-            "initContainers": [{"name": "nicpick", "image": "nicpick",
-                                "volumeMounts": [{"name": "nicpick", "mountPath": f"{out}/out-{i}"}]}],
-            "containers": [{"name": "train", "image": "pytorch", "command": ["torchrun", "train.py"],
-                            "env": [{"name": "NCCL_CONF_FILE", "value": "/nicpick/nccl.conf"}],
-                            "volumeMounts": [{"name": "nicpick", "mountPath": "/nicpick"}]}],
-            "volumes": [{"name": "nicpick", "emptyDir": {}}]}
-pods = [{"metadata": {"name": f"{job}-{i}", "namespace": "train",
-         "labels": {"batch.kubernetes.io/job-name": job, "job-name": job,
-                    "batch.kubernetes.io/job-completion-index": str(i)}},
-         "spec": spec(i), "status": {"phase": "Running"}} for i in range(int(n))]
-req = urllib.request.Request(url + "/_admin/seed", json.dumps({"pods": pods}).encode(),
-                             {"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
-urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca)).read()
-PY
-}
+start_api "$OUT" "$MAXN" 1800 || exit 1
+seed() { seed_pods "$OUT" "$1" "$2" "$OUT/$1"; } # job name, pods: file-only training containers
 
 pod() { # job rank pods, extra args
 	local job=$1 r=$2 n=$3; shift 3

@@ -28,10 +28,7 @@ trap cleanup EXIT
 make_nodes || exit 1
 sleep 2
 
-for ns in "$A" "$B"; do
-	ip netns exec "$ns" "$NICPICK" select --peers none --smoke off --out-dir "$OUT/$ns" \
-		>"$OUT/$ns.select.log" 2>&1 || { echo "FAIL: select in $ns"; cat "$OUT/$ns.select.log"; exit 1; }
-done
+select_alone "$OUT" || { echo "FAIL: select"; cat "$OUT"/*.select.log; exit 1; }
 
 
 # rank R in its namespace; $1 label, $2 rank, $3 "env" (source nccl.env) or "bare", rest: nicpick args
