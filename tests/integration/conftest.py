@@ -5,6 +5,9 @@ nicpick       a netns.Nicpick wrapper around it (runs with a timeout)
 netns         a NetnsFactory; every namespace it makes is deleted at the end
               of the test, pass or fail.  Skips loudly without root.
 out_dir       an empty directory for select's outputs
+clusters      clusters(seed=False, **kw): a built cluster.Cluster (the test
+              topology) with its API server running, the job's pods seeded
+              with seed=True; every one is closed after the test, pass or fail
 """
 import os
 import pathlib
@@ -14,6 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import cluster as cluster_mod  # noqa: E402
 import netns as netns_mod  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -67,3 +71,20 @@ def node(netns):
     peer = netns.new("switch")
     netns_mod.veth(n, "eth1", peer, "sw0", cidr_a="10.77.0.1/24", cidr_b="10.77.0.254/24")
     return n
+
+
+@pytest.fixture
+def clusters(netns, nicpick_bin, tmp_path):
+    made = []
+
+    def make(seed=False, **kw):
+        c = cluster_mod.Cluster(netns, tmp_path, nicpick_bin, **kw)
+        made.append(c)
+        c.build().start_api()
+        if seed:
+            c.seed_pods()
+        return c
+
+    yield make
+    for c in made:
+        c.close()

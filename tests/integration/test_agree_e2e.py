@@ -21,23 +21,11 @@ MGMT_NET = ipaddress.ip_network(C.MGMT_NET + ".0/24")
 
 
 @pytest.fixture
-def make_cluster(netns, nicpick_bin, tmp_path):
+def make_cluster(clusters):
     """make_cluster(**kw) -> a built Cluster with the API server running and
     the job's pods seeded.  Every process and namespace is removed after the
     test, pass or fail."""
-    made = []
-
-    def make(seed=True, **kw):
-        c = C.Cluster(netns, tmp_path, nicpick_bin, **kw)
-        made.append(c)
-        c.build().start_api()
-        if seed:
-            c.seed_pods()
-        return c
-
-    yield make
-    for c in made:
-        c.close()
+    return lambda seed=True, **kw: clusters(seed=seed, **kw)
 
 
 def diag(c, pods=None):

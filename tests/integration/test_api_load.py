@@ -9,19 +9,13 @@ import time
 
 import pytest
 
-import cluster as C
-
 WINDOW = 20.0
 SETTLE = 4.0  # start-up: the report, the first list and watch
 
 
 @pytest.fixture
-def cluster2(netns, nicpick_bin, tmp_path):
-    c = C.Cluster(netns, tmp_path, nicpick_bin, n_nodes=2)
-    try:
-        yield c.build().start_api()
-    finally:
-        c.close()
+def cluster2(clusters):
+    return clusters(n_nodes=2)
 
 
 def token(p):

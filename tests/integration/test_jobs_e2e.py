@@ -43,17 +43,8 @@ class KindPod(C.Pod):
 
 
 @pytest.fixture
-def make_cluster(netns, nicpick_bin, tmp_path):
-    made = []
-
-    def make(**kw):
-        c = C.Cluster(netns, tmp_path, nicpick_bin, n_nodes=2, **kw)
-        made.append(c)
-        return c.build().start_api()
-
-    yield make
-    for c in made:
-        c.close()
+def make_cluster(clusters):
+    return lambda **kw: clusters(n_nodes=2, **kw)
 
 
 def seed(c, pods, bystanders=(), objects=()):

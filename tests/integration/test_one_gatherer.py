@@ -19,12 +19,8 @@ COMMON = ("--expect", "3", "--log-interval", "2", "--timeout", str(TIMEOUT))
 
 
 @pytest.fixture
-def cluster3(netns, nicpick_bin, tmp_path):
-    c = C.Cluster(netns, tmp_path, nicpick_bin, n_nodes=3)
-    try:
-        yield c.build().start_api()
-    finally:
-        c.close()
+def cluster3(clusters):
+    return clusters(n_nodes=3)
 
 
 def all_fail_fast(c, gatherers):

@@ -41,19 +41,8 @@ ATTACKER_MGMT = C.MGMT_NET + ".99"
 
 
 @pytest.fixture
-def make_cluster(netns, nicpick_bin, tmp_path):
-    made = []
-
-    def make(**kw):
-        c = C.Cluster(netns, tmp_path, nicpick_bin, **kw)
-        made.append(c)
-        c.build().start_api()
-        c.seed_pods()
-        return c
-
-    yield make
-    for c in made:
-        c.close()
+def make_cluster(clusters):
+    return lambda **kw: clusters(seed=True, **kw)
 
 
 def diag(c):

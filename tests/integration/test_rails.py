@@ -18,19 +18,8 @@ FAST2_NET = ipaddress.ip_network(C.FAST2_NET + ".0/24")
 
 
 @pytest.fixture
-def make_cluster(netns, nicpick_bin, tmp_path):
-    made = []
-
-    def make(**kw):
-        c = C.Cluster(netns, tmp_path, nicpick_bin, rails=2, **kw)
-        made.append(c)
-        c.build().start_api()
-        c.seed_pods()
-        return c
-
-    yield make
-    for c in made:
-        c.close()
+def make_cluster(clusters):
+    return lambda **kw: clusters(seed=True, rails=2, **kw)
 
 
 @pytest.fixture

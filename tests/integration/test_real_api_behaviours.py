@@ -16,17 +16,8 @@ ARGS = ("--expect", "2", "--log-interval", "2", "--timeout", "40")
 
 
 @pytest.fixture
-def cluster(netns, nicpick_bin, tmp_path):
-    made = []
-
-    def make(n=2):
-        c = C.Cluster(netns, tmp_path, nicpick_bin, n_nodes=n)
-        made.append(c)
-        return c.build().start_api()
-
-    yield make
-    for c in made:
-        c.close()
+def cluster(clusters):
+    return lambda n=2: clusters(n_nodes=n)
 
 
 def agreed(c, pods=None):
