@@ -21,7 +21,7 @@ CC         := musl-gcc
 PKG_CFLAGS := -I$(STATIC_DEPS)/prefix/include -I$(STATIC_DEPS)/prefix/include/libnl3 \
               -I$(STATIC_DEPS)/kernel-include -DCURL_STATICLIB -DK8S_CURL_STATIC \
               -ffunction-sections -fdata-sections
-PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -lcurl -lssl -lcrypto \
+PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -lcurl -lnghttp2 -lssl -lcrypto \
               -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson -lyaml
 LDFLAGS    += -static -Wl,--gc-sections
 endif
