@@ -81,8 +81,9 @@ int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_err
  * callback may make requests on the twin: the watch's stream is still
  * received meanwhile.  Twins must be used from one thread (no locks
  * between them); a client that another thread uses is made with
- * k8s_client_new_like.  Either may be freed first.  A libcurl without
- * HTTP/2 keeps HTTP/1.1. */
+ * k8s_client_new_like.  Either may be freed first (the pool goes with the
+ * last), unless the twin still draws on sib's own limiter (as with
+ * k8s_client_new_like).  A libcurl without HTTP/2 keeps HTTP/1.1. */
 int k8s_client_new_twin(struct k8s_client **out, struct k8s_client *sib, np_error *err);
 
 /* Monotonic clock in milliseconds, the time base of deadlines. */

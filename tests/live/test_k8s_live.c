@@ -478,24 +478,28 @@ static int cb_twin(enum k8s_watch_type type, json_t *obj, void *ud)
 {
 	struct twinctx *t = ud;
 	if (type == K8S_WATCH_RELIST) {
-		/* Five writes from inside the callback, each a request on the
-		 * twin while this watch's stream is open. */
-		for (int i = 1; i <= 5; i++) {
+		if (twin_patch(t, "tw-a", "1") < 0)
+			return -1;
+		t->patches++;
+		return 0;
+	}
+	if (type != K8S_WATCH_MODIFIED)
+		return 0;
+	const char *s = anno(obj, "step");
+	if (s && t->nseen < 8)
+		snprintf(t->seen[t->nseen++], sizeof(t->seen[0]), "%s", s);
+	if (s && !strcmp(s, "1")) {
+		/* Four writes from inside the callback of an open watch, each a
+		 * request on the twin while the watch's stream is received. */
+		for (int i = 2; i <= 5; i++) {
 			char step[8];
 			snprintf(step, sizeof(step), "%d", i);
 			if (twin_patch(t, "tw-a", step) < 0)
 				return -1;
 			t->patches++;
 		}
-		return 0;
 	}
-	if (type == K8S_WATCH_MODIFIED) {
-		const char *s = anno(obj, "step");
-		if (s && t->nseen < 8)
-			snprintf(t->seen[t->nseen++], sizeof(t->seen[0]), "%s", s);
-		return s && !strcmp(s, t->stop_at);
-	}
-	return 0;
+	return s && !strcmp(s, t->stop_at);
 }
 
 static void twin_tick(void *ud)
@@ -514,6 +518,10 @@ static void twins_run(long want_connects)
 	struct k8s_client *c = client(20, NULL);
 	struct twinctx t = { .stop_at = "tick" };
 	np_error err = { 0 };
+	struct k8s_limiter *lim = NULL;
+	if (k8s_limiter_new(&lim, 5, 10, &err) < 0)
+		fail_msg("%s", err.msg);
+	k8s_client_set_limiter(c, lim);
 	if (k8s_client_new_twin(&t.twin, c, &err) < 0)
 		fail_msg("twin: %s", err.msg);
 	k8s_client_set_tick(c, 300, twin_tick, &t);
@@ -535,13 +543,17 @@ static void twins_run(long want_connects)
 	assert_int_equal(a.watches, 1);
 	assert_int_equal(b.requests, 6);
 	assert_int_equal(a.connects + b.connects, want_connects);
-	k8s_client_free(c); /* either twin may go first */
+	uint64_t before = b.connects;
+	k8s_client_free(c); /* either twin may go first: the other keeps the pool */
 	json_t *pod = NULL;
 	if (k8s_get_pod(t.twin, E.ns, "tw-a", &pod, &err) < 0)
 		fail_msg("%s", err.msg);
 	assert_string_equal(anno(pod, "step"), "tick");
 	json_decref(pod);
+	k8s_client_stats(t.twin, &b);
+	assert_int_equal(b.connects, before); /* a connection of the pool, still open */
 	k8s_client_free(t.twin);
+	k8s_limiter_free(lim);
 }
 
 static void test_twins_share_one_h2_connection_with_a_watch_that_writes(void **state)
