@@ -129,5 +129,5 @@ bool k8s_curl_has_http2(void)
 bool k8s_curl_h2_pause_ok(void)
 {
 	const curl_version_info_data *v = k8s_curl.version_info(CURLVERSION_NOW);
-	return v && v->version_num >= 0x080100;
+	return v && v->version_num >= 0x080e00; /* 8.14.0 */
 }

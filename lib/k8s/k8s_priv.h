@@ -198,6 +198,10 @@ struct k8s_client {
 	/* The Accept header's value while set (a metadata-only watch sets it
 	 * for its own requests); NULL: application/json. */
 	const char *accept;
+	/* the watch's buffer (k8s_wbuf): its limit (0: K8S_WBUF_MAX; the
+	 * tests set less) and how often a watch of this client was paused */
+	size_t watch_buf_max;
+	uint64_t watch_pauses;
 	/* rate limits: requests (lim: own_lim or one shared by the process's
 	 * clients) and this client's new watches */
 	struct k8s_limiter own_lim;
@@ -261,10 +265,13 @@ uint32_t k8s_rand(struct k8s_client *c);
 bool k8s_curl_retryable(CURLcode cc);
 /* libcurl speaks HTTP/2 (built with nghttp2): twins then ask for h2. */
 bool k8s_curl_has_http2(void);
-/* A paused HTTP/2 stream leaves the connection's other streams alone:
- * libcurl 8.1.0 and later (each stream its own receive buffer and flow
- * control window).  Before, one stream's data waiting to be read held
- * the whole connection (lib/http2.c of 7.88.1, pause_stream_id). */
+/* An HTTP/2 stream may be paused and resumed safely: libcurl 8.14.0 and
+ * later.  Up to 8.0.1 one stream's data waiting to be read held the whole
+ * connection (lib/http2.c of 7.88.1, pause_stream_id: a paused watch would
+ * stall its twin's requests); 8.1.0 gave each stream its own buffer and
+ * window, but until 8.14.0 a stream resumed kept a window of 0 and stalled
+ * (curl/curl#16955, fixed by 5fbd78eb2d "http2: fix stream window size
+ * after unpausing"). */
 bool k8s_curl_h2_pause_ok(void);
 /* What a failed transfer's curl text means, for the error line: sets
  * x->tls_refused and rewrites x->errbuf (also for the tests). */
@@ -310,8 +317,8 @@ void k8s_linebuf_free(struct k8s_linebuf *lb);
  * curl_multi_perform calls feeds it to the line splitter.  Above max
  * unprocessed bytes the transfer is paused (CURL_WRITEFUNC_PAUSE) where
  * pausing is safe, and resumed once drained; where it is not (HTTP/2 on
- * libcurl < 8.1.0) up to hard_max, then the watch is given up and
- * resumed from the last event delivered. */
+ * libcurl < 8.14.0, k8s_curl_h2_pause_ok) up to hard_max, then the watch
+ * is given up and resumed from the last event delivered. */
 #define K8S_WBUF_MAX (1u << 20)
 #define K8S_WBUF_HARD_MAX (64u << 20)
 struct k8s_wbuf {

@@ -272,6 +272,7 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud)
 	case K8S_WBUF_TAKEN:
 		return n;
 	case K8S_WBUF_PAUSE:
+		w->c->watch_pauses++;
 		return CURL_WRITEFUNC_PAUSE; /* curl keeps the bytes, hands them on when resumed */
 	default:
 		/* Nobody read the stream for that long (a callback busy with
@@ -474,6 +475,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 	const char *accept = c->accept;
 	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err };
 	w.lb.max_line = K8S_MAX_LINE;
+	w.wb.max = c->watch_buf_max;
 	bool need_list = !resource_version || !*resource_version;
 	if (!need_list && !(w.rv = strdup(resource_version)))
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "watch");

@@ -103,8 +103,8 @@ static void test_a_chunk_larger_than_the_limit_goes_into_an_empty_buffer(void **
 
 static void test_without_pausing_it_grows_to_the_hard_limit_then_refuses(void **state)
 {
-	/* HTTP/2 on a libcurl older than 8.1.0: a paused stream would hold up
-	 * its twin's on the same connection. */
+	/* HTTP/2 on a libcurl older than 8.14.0: a paused stream would stall
+	 * (its own or, before 8.1.0, its twin's on the same connection). */
 	struct k8s_wbuf b = { .max = 4, .hard_max = 12 };
 	assert_int_equal(k8s_wbuf_take(&b, "abcd", 4, false), K8S_WBUF_TAKEN);
 	assert_int_equal(k8s_wbuf_take(&b, "efgh", 4, false), K8S_WBUF_TAKEN);
