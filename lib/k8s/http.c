@@ -409,6 +409,16 @@ long k8s_backoff_jitter_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t
 	return d + (long)(rnd % ((uint32_t)d + 1));
 }
 
+/* What an HTTP/2 connection's failures come back as (curl's lib/http2.c,
+ * curl-8_14_1, http2_handle_stream_close and cf_h2_recv; 7.88.1 alike):
+ * RST_STREAM REFUSED_STREAM (the server did not process the stream) is
+ * retried by curl itself on a new connection (data->state.refused_stream,
+ * then Curl_retry_request in lib/transfer.c); any other RST_STREAM code
+ * is CURLE_HTTP2_STREAM; a stream reset or beyond a GOAWAY's last stream,
+ * or a connection closed under it, is CURLE_PARTIAL_FILE once body bytes
+ * came, else CURLE_HTTP2.  All are retried here (a request) or resumed
+ * with the watch backoff (a watch: watch.c, after_connection); the
+ * connection a GOAWAY ended is not reused (connclose "GOAWAY received"). */
 bool k8s_curl_retryable(CURLcode cc)
 {
 	switch (cc) {
