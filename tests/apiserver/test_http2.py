@@ -20,7 +20,7 @@ import h2.events
 import h2.settings
 import pytest
 
-from apiclient import Api, pod, wait_for, ROOT
+from apiclient import pod, wait_for, ROOT
 from apicommon import NS, PODS, status_shape
 
 from tools import kubeapi
@@ -37,11 +37,11 @@ def alpn(server, offer):
         return s.selected_alpn_protocol()
 
 
-def curl(server, *args, token=None, timeout=30):
-    r = subprocess.run(["curl", "-sS", "--cacert", server.ca_path, "-H",
-                        f"Authorization: Bearer {token or server.token}", *args],
-                       capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    return r
+def curl(server, *args, token=None, timeout=60, input=None):
+    return subprocess.run(["curl", "-sS", "--cacert", server.ca_path, "-H",
+                           f"Authorization: Bearer {token or server.token}", *args],
+                          capture_output=True, text=True, timeout=timeout, input=input,
+                          stdin=None if input is not None else subprocess.DEVNULL)
 
 
 def conns_of(server, token):
@@ -219,6 +219,28 @@ def test_curl_http2_and_http11(server):
     c = conns_of(server, server.token)
     assert (c["connections"], c["h2"], c["h1"], c["streams"]) == (2, 1, 1, 2)
     assert [r["protocol"] for r in server.requests()[-2:]] == ["h2", "h1"]
+
+
+def test_curl_http2_bodies(server):
+    # PATCH and POST bodies as DATA (nghttp2, as nicpick's libcurl will send them); a
+    # body beyond the 256 KiB stream window needs the server's WINDOW_UPDATEs.
+    server.create_pod(NS, pod("a"))
+    big = "y" * (1024 * 1024)
+    patch = json.dumps({"spec": {"big": big}})          # no schema: unknown fields stay
+    r = curl(server, "--http2", "-X", "PATCH", "-H",
+             "Content-Type: application/merge-patch+json", "--data-binary", "@-",
+             "-w", "\n%{http_version} %{http_code}", server.url + PODS + "/a", input=patch)
+    assert r.stdout.endswith("\n2 200"), r.stderr
+    assert server.get_object(NS, "a")["spec"]["big"] == big
+    r = curl(server, "--http2", "-H", "Content-Type: application/json", "-d",
+             json.dumps(pod("b")), "-w", "\n%{http_version} %{http_code}", server.url + PODS)
+    assert r.stdout.endswith("\n2 201"), r.stderr
+    r = curl(server, "--http2", "-X", "DELETE", "-w", "\n%{http_version} %{http_code}",
+             server.url + PODS + "/b")
+    assert r.stdout.endswith("\n2 200"), r.stderr
+    reqs = server.requests()[-3:]
+    assert [(x["verb"], x["protocol"], x["status"]) for x in reqs] == \
+        [("patch", "h2", 200), ("create", "h2", 201), ("delete", "h2", 200)]
 
 
 def test_curl_parallel_watch_and_get_share_one_connection(server):

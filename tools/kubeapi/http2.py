@@ -268,7 +268,7 @@ class H2Connection:
         self.h2.decoder.max_header_list_size = MAX_HEADER_LIST_SIZE
         self.streams, self.running = {}, 0
         self.out, self.out_len = collections.deque(), 0
-        self.closing = self.closed = False
+        self.closing = self.closed = self.goaway_seen = False
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
@@ -301,6 +301,8 @@ class H2Connection:
             self.streams.pop(st.sid, None)
             if self.running == 0:
                 self.idle_since = time.monotonic()
+                if self.goaway_seen:
+                    self.closing = True
             if not (st.ended or st.cancelled or self.closing or self.closed):
                 # A handler that failed mid-answer: Go resets the stream.
                 try:
@@ -415,6 +417,7 @@ class H2Connection:
             self.cond.notify_all()
         elif isinstance(ev, h2.events.ConnectionTerminated):
             # The client's GOAWAY: it opens no more streams; ours may finish.
+            self.goaway_seen = True
             if self.running == 0:
                 self.closing = True
 
