@@ -18,7 +18,7 @@ from .admin import AdminMixin
 from .crud import CrudMixin
 from .errors import ApiError, forbidden
 from .faults import FaultSet
-from .httpd import Handler, HTTPServer, Dropped
+from .httpd import Handler, HTTPServer
 from .patches import PATCH_TYPES
 from .rbac import RbacMixin
 from .resources import BY_PATH, GROUP_VERSIONS, RESOURCES, SERVER_VERSION

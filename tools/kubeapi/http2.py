@@ -60,6 +60,46 @@ OUT_LIMIT = 1 << 20         # bytes queued for the socket before a stream waits
 SEND_MAX = 256 * 1024       # bytes per TLS write
 
 
+class _Workers:
+    """Threads for the streams, reused: starting a thread per stream costs more than
+    the h2 work of a small request. A stream waits for no other (a watch keeps its
+    thread); an idle thread ends after a minute."""
+
+    def __init__(self):
+        self.lock, self.idle = threading.Lock(), []
+
+    def run(self, fn):
+        with self.lock:
+            if self.idle:
+                slot = self.idle.pop()
+                slot[1] = fn
+                slot[0].set()
+                return
+        slot = [threading.Event(), fn]
+        threading.Thread(target=self._loop, args=(slot,), name="kubeapi-h2-stream",
+                         daemon=True).start()
+
+    def _loop(self, slot):
+        while True:
+            fn, slot[1] = slot[1], None
+            try:
+                fn()
+            except Exception:   # noqa: BLE001 -- Stream.run answers its own errors
+                pass
+            slot[0].clear()
+            with self.lock:
+                self.idle.append(slot)
+            if not slot[0].wait(60.0):
+                with self.lock:
+                    if any(x is slot for x in self.idle):
+                        self.idle = [x for x in self.idle if x is not slot]
+                        return
+                slot[0].wait()      # handed a stream just before it would end
+
+
+_WORKERS = _Workers()
+
+
 class Headers(dict):
     """Request headers, lower-case names (HTTP/2 has no others); .get ignores case."""
 
@@ -255,8 +295,12 @@ class H2Connection:
         self.handler, self.sock = handler, handler.request
         self.api = handler.server.api
         self.cond = threading.Condition(threading.Lock())
+        # Inbound headers are checked (Go's server rejects malformed ones); ours are
+        # built right, so h2's outbound checks would only cost time.
         cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8",
-                                        validate_inbound_headers=True)
+                                        validate_inbound_headers=True,
+                                        validate_outbound_headers=False,
+                                        normalize_outbound_headers=False)
         self.h2 = _H2(cfg)
         # One SETTINGS frame, as Go's server sends (x/net/http2 server.go, serve).
         self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
@@ -268,7 +312,7 @@ class H2Connection:
         self.h2.decoder.max_header_list_size = MAX_HEADER_LIST_SIZE
         self.streams, self.running = {}, 0
         self.out, self.out_len = collections.deque(), 0
-        self.closing = self.closed = False
+        self.closing = self.closed = self.goaway_seen = False
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
@@ -301,6 +345,8 @@ class H2Connection:
             self.streams.pop(st.sid, None)
             if self.running == 0:
                 self.idle_since = time.monotonic()
+                if self.goaway_seen:
+                    self.closing = True
             if not (st.ended or st.cancelled or self.closing or self.closed):
                 # A handler that failed mid-answer: Go resets the stream.
                 try:
@@ -402,8 +448,7 @@ class H2Connection:
                 st.started = True
                 self.running += 1
                 self.api.conn_concurrent(self.handler.conn_rec, self.running)
-                threading.Thread(target=st.run, name=f"kubeapi-h2-{ev.stream_id}",
-                                 daemon=True).start()
+                _WORKERS.run(st.run)
         elif isinstance(ev, h2.events.StreamReset):
             st = self.streams.get(ev.stream_id)
             if st is not None:
@@ -415,6 +460,7 @@ class H2Connection:
             self.cond.notify_all()
         elif isinstance(ev, h2.events.ConnectionTerminated):
             # The client's GOAWAY: it opens no more streams; ours may finish.
+            self.goaway_seen = True
             if self.running == 0:
                 self.closing = True
 
