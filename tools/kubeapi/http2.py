@@ -364,6 +364,9 @@ class H2Connection:
             self.h2.initiate_connection()
             self.h2.increment_flow_control_window(CONN_RECV_WINDOW - DEFAULT_WINDOW)
             self.flush()
+        poll, polled_out = select.poll(), False
+        poll.register(sock, select.POLLIN)
+        poll.register(self.wake_r, select.POLLIN)
         try:
             while True:
                 with self.cond:
@@ -377,11 +380,17 @@ class H2Connection:
                         continue
                 if closing and not want_write:
                     break
+                if want_write != polled_out:
+                    polled_out = want_write
+                    poll.modify(sock, select.POLLIN | (select.POLLOUT if want_write else 0))
                 if sock.pending():
                     r, w = [sock], [sock] if want_write else []
                 else:
-                    r, w, _ = select.select([sock, self.wake_r],
-                                            [sock] if want_write else [], [], 1.0)
+                    # poll, not select: a busy server has file descriptors beyond 1024
+                    ready = dict(poll.poll(1000))
+                    r = [x for x in (sock, self.wake_r) if ready.get(x.fileno(), 0) &
+                         (select.POLLIN | select.POLLHUP | select.POLLERR)]
+                    w = [sock] if ready.get(sock.fileno(), 0) & select.POLLOUT else []
                 if self.wake_r in r:
                     try:
                         while self.wake_r.recv(4096):
