@@ -641,6 +641,13 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	}
 	curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)c);
+	/* An HTTP/1.1 server: a twin's first transfer (the watch's list)
+	 * opens the connection it will need, rather than take its sibling's
+	 * idle one and leave the sibling to open one at its next request,
+	 * which comes from inside the watch, on the way to the outputs. */
+	if (c->twin && c->stats.requests == 0 && c->multi->http_version > 0 &&
+	    c->multi->http_version < CURL_HTTP_VERSION_2_0)
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
@@ -698,6 +705,9 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	x->cc = drive(c, x, timeout);
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->http);
 	curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &x->retry_after);
+	long hv = 0;
+	if (curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &hv) == CURLE_OK && hv > 0)
+		c->multi->http_version = hv;
 	account(c);
 	/* The handle must not keep pointers to our freed buffers. */
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);

@@ -160,6 +160,7 @@ struct k8s_share {
 struct k8s_multi {
 	CURLM *m;
 	int refs;
+	long http_version; /* of the last response (CURLINFO_HTTP_VERSION), 0: none yet */
 };
 
 struct k8s_client {
