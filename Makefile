@@ -25,7 +25,7 @@ PKG_CFLAGS := -I$(STATIC_DEPS)/prefix/include -I$(STATIC_DEPS)/prefix/include/li
 # whole archive, so that every allocation function is its, whatever the
 # link order pulls in first.
 PKG_LIBS   := -L$(STATIC_DEPS)/prefix/lib -Wl,--whole-archive -lmimalloc -Wl,--no-whole-archive \
-              -lcurl -lssl -lcrypto \
+              -lcurl -lnghttp2 -lssl -lcrypto \
               -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson -lyaml
 LDFLAGS    += -static -Wl,--gc-sections
 endif

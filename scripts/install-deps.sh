@@ -8,7 +8,7 @@ set -eu
 static="gcc libc6-dev linux-libc-dev make pkg-config libnl-3-dev libnl-route-3-dev libnl-genl-3-dev libcurl4-openssl-dev libjansson-dev libyaml-dev
 musl-tools dpkg-dev debian-archive-keyring ca-certificates bison flex cmake perl"
 need="$static
-libcmocka-dev python3-pytest python3-kubernetes python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
+libcmocka-dev python3-pytest python3-kubernetes python3-h2 python3-jsonschema python3-yaml python3-pytest-timeout iproute2 nftables openssl valgrind
 curl unzip nodejs npm buildah podman runc clang-14 libclang-rt-14-dev"
 [ "${1:-}" = static ] && need=$static
 missing=""

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Build nicpick's static dependencies with musl, from Debian's own source
 # packages: jansson, libyaml, libnl-3 (route, genl) and the mimalloc
-# allocator from Debian 12;
-# OpenSSL 3.5 and libcurl 8.14 (HTTPS only) from Debian 13 (build_openssl
-# says why OpenSSL; Debian 12's curl 7.88 lacks the TLS 1.3 and IP-address
+# allocator from Debian 12; OpenSSL 3.5, nghttp2 1.64 and libcurl 8.14
+# (HTTPS only, HTTP/2 through nghttp2) from Debian 13 (build_openssl says
+# why OpenSSL; Debian 12's curl 7.88 lacks the TLS 1.3 and IP-address
 # handling the release build relies on).  Everything lives under
 # DIR (default build/static/deps): private
 # apt states with deb-src lines (the system's apt configuration is not
@@ -136,7 +136,7 @@ build_openssl() {
 	run "$o.build.log" make -j"$JOBS" build_libs
 	run "$o.install.log" make install_dev
 	cd - >/dev/null
-	rm -f "$STAMP/curl8-openssl-ca"
+	rm -f "$STAMP/curl8-openssl-ca-h2"
 	touch "$STAMP/openssl3"
 }
 
@@ -211,8 +211,28 @@ build_mimalloc() {
 	touch "$STAMP/mimalloc"
 }
 
+# --- nghttp2: HTTP/2 for curl, so that a process's requests and its watch
+# share one connection, as client-go's do (lib/k8s/http.c, the twins).
+# The library only (no tools, no Python, no examples), static, musl.
+build_nghttp2() {
+	[ -e "$STAMP/nghttp2" ] && return 0
+	fetch nghttp2 trixie
+	log "building nghttp2"
+	n=$SRC/nghttp2-trixie
+	# As for jansson: Debian's nghttp2 source has no configure script, its
+	# CMake build makes the static library (and libnghttp2.pc for curl).
+	run "$n.configure.log" cmake -S "$n" -B "$n/_build" \
+		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
+		-DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_INSTALL_LIBDIR=lib -DENABLE_LIB_ONLY=ON \
+		-DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON -DBUILD_TESTING=OFF -DENABLE_DOC=OFF \
+		-DENABLE_FAILMALLOC=OFF -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF
+	run "$n.build.log" cmake --build "$n/_build" -j "$JOBS" --target install
+	rm -f "$STAMP/curl8-openssl-ca-h2"
+	touch "$STAMP/nghttp2"
+}
+
 build_curl() {
-	[ -e "$STAMP/curl8-openssl-ca" ] && return 0
+	[ -e "$STAMP/curl8-openssl-ca-h2" ] && return 0
 	fetch curl trixie
 	log "building curl"
 	c=$SRC/curl-trixie
@@ -220,8 +240,8 @@ build_curl() {
 	# A tree an earlier version of this script configured for mbedTLS.
 	if [ -f Makefile ]; then run "$c.distclean.log" make distclean; fi
 	rm -rf "$PREFIX"/lib/libmbed*.a "$PREFIX/include/mbedtls" "$PREFIX/include/psa"
-	# Only what nicpick uses: HTTP(S) with OpenSSL, through a proxy from the
-	# environment as every libcurl does.  No other protocol, no compression,
+	# Only what nicpick uses: HTTP(S) with OpenSSL, HTTP/2 with nghttp2,
+	# through a proxy from the environment as every libcurl does.  No other protocol, no compression,
 	# no IDN/PSL/GSSAPI/LDAP.  No CA bundle of its own: in a pod nicpick
 	# names the service account's CA; a kubeconfig without one (the kubectl
 	# plugin on a workstation, a publicly trusted server) falls back to
@@ -232,7 +252,7 @@ build_curl() {
 		--with-openssl="$PREFIX" --without-mbedtls --without-gnutls --without-wolfssl \
 		--disable-openssl-auto-load-config \
 		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
-		--without-nghttp2 --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
+		--with-nghttp2="$PREFIX" --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
 		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path --with-ca-fallback \
 		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
 		--disable-pop3 --disable-imap --disable-smtp --disable-gopher --disable-mqtt --disable-smb \
@@ -245,13 +265,14 @@ build_curl() {
 	run "$c.headers.log" make -C include install
 	run "$c.pc.log" make install-pkgconfigDATA
 	cd - >/dev/null
-	touch "$STAMP/curl8-openssl-ca"
+	touch "$STAMP/curl8-openssl-ca-h2"
 }
 
 build_openssl
 build_jansson
 build_yaml
 build_libnl
+build_nghttp2
 build_curl
 build_mimalloc
 log "ready in $PREFIX"

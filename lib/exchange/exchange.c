@@ -102,7 +102,9 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 	k8s_client_set_limiter(x->k, x->lim);
 	k8s_client_set_cancel(x->k, o->cancel);
 	k8s_client_set_deadline(x->k, o->deadline_ms);
-	if (k8s_client_new_like(&x->w, x->k, err) < 0)
+	/* The watch's client: x->k's twin, so that the process's requests and
+	 * its watch share one connection (HTTP/2 streams), as client-go's do. */
+	if (k8s_client_new_twin(&x->w, x->k, err) < 0)
 		goto out;
 	k8s_client_set_cancel(x->w, o->cancel);
 	if (k8s_get_pod(x->k, x->ns, x->name, &x->pod, err) < 0) {

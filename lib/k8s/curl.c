@@ -34,6 +34,17 @@ struct k8s_curl_api k8s_curl = {
 	.share_init = curl_share_init,
 	.share_cleanup = curl_share_cleanup,
 	.share_setopt = curl_share_setopt,
+	.easy_pause = curl_easy_pause,
+	.version_info = curl_version_info,
+	.multi_init = curl_multi_init,
+	.multi_cleanup = curl_multi_cleanup,
+	.multi_setopt = curl_multi_setopt,
+	.multi_add_handle = curl_multi_add_handle,
+	.multi_remove_handle = curl_multi_remove_handle,
+	.multi_perform = curl_multi_perform,
+	.multi_poll = curl_multi_poll,
+	.multi_info_read = curl_multi_info_read,
+	.multi_strerror = curl_multi_strerror,
 };
 
 int k8s_curl_load(np_error *err)
@@ -84,6 +95,17 @@ static void load(void)
 	SYM(share_init, "curl_share_init");
 	SYM(share_cleanup, "curl_share_cleanup");
 	SYM(share_setopt, "curl_share_setopt");
+	SYM(easy_pause, "curl_easy_pause");
+	SYM(version_info, "curl_version_info");
+	SYM(multi_init, "curl_multi_init");
+	SYM(multi_cleanup, "curl_multi_cleanup");
+	SYM(multi_setopt, "curl_multi_setopt");
+	SYM(multi_add_handle, "curl_multi_add_handle");
+	SYM(multi_remove_handle, "curl_multi_remove_handle");
+	SYM(multi_perform, "curl_multi_perform");
+	SYM(multi_poll, "curl_multi_poll"); /* 7.66.0 */
+	SYM(multi_info_read, "curl_multi_info_read");
+	SYM(multi_strerror, "curl_multi_strerror");
 #undef SYM
 	k8s_curl.loaded = true;
 }
@@ -97,3 +119,15 @@ int k8s_curl_load(np_error *err)
 			    "cannot load libcurl (%s): install libcurl4 to use --peers k8s", load_error);
 }
 #endif
+
+bool k8s_curl_has_http2(void)
+{
+	const curl_version_info_data *v = k8s_curl.version_info(CURLVERSION_NOW);
+	return v && (v->features & CURL_VERSION_HTTP2);
+}
+
+bool k8s_curl_h2_pause_ok(void)
+{
+	const curl_version_info_data *v = k8s_curl.version_info(CURLVERSION_NOW);
+	return v && v->version_num >= 0x080e00; /* 8.14.0 */
+}

@@ -1,5 +1,6 @@
-/* The client: one curl easy handle (keep-alive), the deadline, one HTTP
- * attempt (k8s_perform) and the retry loop around it (k8s_request). */
+/* The client: one curl easy handle driven through a curl multi handle
+ * (its own, or its twins': one pool of connections), the deadline, one
+ * HTTP attempt (k8s_perform) and the retry loop around it (k8s_request). */
 #include "k8s/k8s_priv.h"
 
 #include <errno.h>
@@ -102,6 +103,29 @@ out:
 	return rc;
 }
 
+/* One pool of connections.  CURLPIPE_MULTIPLEX (curl's default since
+ * 7.62.0, set all the same): transfers of one multi share an HTTP/2
+ * connection as streams (docs/libcurl/opts/CURLMOPT_PIPELINING.md). */
+static struct k8s_multi *multi_new(void)
+{
+	struct k8s_multi *mu = calloc(1, sizeof(*mu));
+	if (!mu || !(mu->m = curl_multi_init())) {
+		free(mu);
+		return NULL;
+	}
+	curl_multi_setopt(mu->m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+	mu->refs = 1;
+	return mu;
+}
+
+static void multi_release(struct k8s_multi *mu)
+{
+	if (!mu || --mu->refs > 0)
+		return;
+	curl_multi_cleanup(mu->m); /* closes its connections */
+	free(mu);
+}
+
 int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err)
 {
 	*out = NULL;
@@ -117,6 +141,7 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
 	}
 	c->curl = curl_easy_init();
+	c->multi = multi_new();
 	pthread_mutex_init(&c->own_lim.mu, NULL);
 	k8s_bucket_init(&c->own_lim.b, K8S_DEFAULT_QPS, K8S_DEFAULT_BURST);
 	c->lim = &c->own_lim;
@@ -126,7 +151,7 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 	if (!cfg->pod_name)
 		gethostname(host, sizeof(host) - 1);
 	c->reporting_instance = strdup(cfg->pod_name ? cfg->pod_name : host);
-	if (!c->curl || !copied || !c->cfg.server || !c->reporting_instance ||
+	if (!c->curl || !c->multi || !copied || !c->cfg.server || !c->reporting_instance ||
 	    (cfg->namespace && !c->cfg.namespace)) {
 		k8s_client_free(c);
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
@@ -232,12 +257,27 @@ int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_err
 	return 0;
 }
 
+int k8s_client_new_twin(struct k8s_client **out, struct k8s_client *sib, np_error *err)
+{
+	if (k8s_client_new_like(out, sib, err) < 0)
+		return -1;
+	struct k8s_client *c = *out;
+	multi_release(c->multi);
+	c->multi = sib->multi;
+	c->multi->refs++;
+	c->twin = sib->twin = true;
+	return 0;
+}
+
 void k8s_client_free(struct k8s_client *c)
 {
 	if (!c)
 		return;
+	/* The easy handle first: the multi's connections (a twin's too) stay
+	 * in the multi until its last client goes. */
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
+	multi_release(c->multi);
 	share_release(c->share);
 	k8s_config_free(&c->cfg);
 	k8s_exec_cred_free(&c->cred);
@@ -262,23 +302,6 @@ void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(voi
 void k8s_client_set_cancel(struct k8s_client *c, const volatile sig_atomic_t *cancel)
 {
 	c->cancel = cancel;
-}
-
-/* curl calls this about once a second even on an idle connection: a
- * cancelled run aborts the transfer from here. */
-static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-		       curl_off_t ulnow)
-{
-	struct k8s_client *c = ud;
-	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	if (np_cancelled(c->cancel))
-		return 1;
-	int64_t now = k8s_mono_ms();
-	if (c->tick && now >= c->next_tick) {
-		c->next_tick = now + c->tick_ms;
-		c->tick(c->tick_ud);
-	}
-	return 0;
 }
 
 void k8s_client_set_deadline(struct k8s_client *c, int64_t deadline_ms)
@@ -386,6 +409,16 @@ long k8s_backoff_jitter_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t
 	return d + (long)(rnd % ((uint32_t)d + 1));
 }
 
+/* What an HTTP/2 connection's failures come back as (curl's lib/http2.c,
+ * curl-8_14_1, http2_handle_stream_close and cf_h2_recv; 7.88.1 alike):
+ * RST_STREAM REFUSED_STREAM (the server did not process the stream) is
+ * retried by curl itself on a new connection (data->state.refused_stream,
+ * then Curl_retry_request in lib/transfer.c); any other RST_STREAM code
+ * is CURLE_HTTP2_STREAM; a stream reset or beyond a GOAWAY's last stream,
+ * or a connection closed under it, is CURLE_PARTIAL_FILE once body bytes
+ * came, else CURLE_HTTP2.  All are retried here (a request) or resumed
+ * with the watch backoff (a watch: watch.c, after_connection); the
+ * connection a GOAWAY ended is not reused (connclose "GOAWAY received"). */
 bool k8s_curl_retryable(CURLcode cc)
 {
 	switch (cc) {
@@ -438,6 +471,97 @@ static void account(struct k8s_client *c)
 	c->stats.connects += (uint64_t)conns;
 	c->stats.bytes_sent += (uint64_t)req_hdr + (uint64_t)up;
 	c->stats.bytes_received += (uint64_t)resp_hdr + (uint64_t)down;
+}
+
+/* Every DONE message of the multi goes to its client, whichever transfer
+ * is being driven: a twin's may end while this one runs. */
+static void reap(CURLM *m)
+{
+	CURLMsg *msg;
+	int left;
+	while ((msg = curl_multi_info_read(m, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		struct k8s_client *o = NULL;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&o);
+		if (o) {
+			o->done = true;
+			o->result = msg->data.result;
+		}
+	}
+}
+
+/* Cancellation and ticks are looked at between waits of at most this;
+ * a signal cuts the wait short (poll returns EINTR, which curl's
+ * Curl_poll takes for a timeout). */
+#define K8S_DRIVE_SLICE_MS 500
+
+/* Run c's easy handle in its multi until its transfer ends: the multi's
+ * other transfers (a twin's watch) are driven along.  No curl callback
+ * of nicpick's does more than copy bytes: the watch's events, the ticks
+ * and cancellation are dealt with here, between curl_multi_perform calls,
+ * so that what they do may drive the same multi (curl refuses a
+ * curl_multi_perform from inside its own callbacks, CURLM_RECURSIVE_API_CALL). */
+static CURLcode drive(struct k8s_client *c, struct k8s_xfer *x, long timeout_ms)
+{
+	CURLM *m = c->multi->m;
+	c->done = false;
+	c->result = CURLE_OK;
+	CURLMcode mc = curl_multi_add_handle(m, c->curl);
+	if (mc != CURLM_OK) {
+		snprintf(x->errbuf, sizeof(x->errbuf), "curl_multi_add_handle: %s", curl_multi_strerror(mc));
+		return CURLE_FAILED_INIT;
+	}
+	/* curl's own timer (CURLOPT_TIMEOUT_MS) ends the transfer; this one
+	 * ends a transfer curl left waiting for a connection past it
+	 * (curl/curl#13227, queued PIPEWAIT transfers that did not time out). */
+	int64_t give_up = k8s_mono_ms() + timeout_ms + 2000;
+	CURLcode cc = CURLE_OK;
+	for (;;) {
+		int running = 0;
+		mc = curl_multi_perform(m, &running);
+		if (mc != CURLM_OK) {
+			snprintf(x->errbuf, sizeof(x->errbuf), "curl_multi_perform: %s", curl_multi_strerror(mc));
+			cc = CURLE_RECV_ERROR;
+			break;
+		}
+		reap(m);
+		/* Deliver what came, also the end of a stream that is done. */
+		if (x->pump && x->pump(x->pump_ud)) {
+			cc = c->done ? c->result : CURLE_WRITE_ERROR;
+			break;
+		}
+		if (c->done) {
+			cc = c->result;
+			break;
+		}
+		if (np_cancelled(c->cancel)) {
+			cc = CURLE_ABORTED_BY_CALLBACK;
+			break;
+		}
+		int64_t now = k8s_mono_ms();
+		if (c->tick && now >= c->next_tick) {
+			c->next_tick = now + c->tick_ms;
+			c->tick(c->tick_ud); /* may drive the multi itself */
+			if (c->done)
+				continue;
+			now = k8s_mono_ms();
+		}
+		if (now >= give_up) {
+			snprintf(x->errbuf, sizeof(x->errbuf), "Operation timed out after %ld milliseconds",
+				 timeout_ms);
+			cc = CURLE_OPERATION_TIMEDOUT;
+			break;
+		}
+		long wait = K8S_DRIVE_SLICE_MS;
+		if (c->tick && c->next_tick - now < wait)
+			wait = c->next_tick - now > 0 ? (long)(c->next_tick - now) : 0;
+		curl_multi_poll(m, NULL, 0, (int)wait, NULL);
+	}
+	/* Ends the transfer if it runs still (a watch its callback stopped:
+	 * an HTTP/2 stream is reset, the connection stays). */
+	curl_multi_remove_handle(m, c->curl);
+	return cc;
 }
 
 int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
@@ -503,7 +627,27 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(e, CURLOPT_USERAGENT, "nicpick/" NICPICK_VERSION);
-	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	/* Twins: HTTP/2 where the server offers it by ALPN (h2, then
+	 * http/1.1), as kube-apiserver does (Go's net/http), so that their
+	 * requests and watch are streams of one connection; PIPEWAIT makes a
+	 * transfer started while the twin's connection is still being set up
+	 * wait for it to tell whether it multiplexes rather than open a
+	 * second one (docs/libcurl/opts/CURLOPT_PIPEWAIT.md).  A lone client
+	 * has nothing to multiplex: HTTP/1.1, no nghttp2 on its path. */
+	if (c->twin && k8s_curl_has_http2()) {
+		curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+		curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+	} else {
+		curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	}
+	curl_easy_setopt(e, CURLOPT_PRIVATE, (void *)c);
+	/* An HTTP/1.1 server: a twin's first transfer (the watch's list)
+	 * opens the connection it will need, rather than take its sibling's
+	 * idle one and leave the sibling to open one at its next request,
+	 * which comes from inside the watch, on the way to the outputs. */
+	if (c->twin && c->stats.requests == 0 && c->multi->http_version > 0 &&
+	    c->multi->http_version < CURL_HTTP_VERSION_2_0)
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout);
@@ -549,11 +693,6 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
 	}
-	if (c->tick || c->cancel) {
-		curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-		curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-		curl_easy_setopt(e, CURLOPT_XFERINFODATA, c);
-	}
 	if (x->write_fn) {
 		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, x->write_fn);
 		curl_easy_setopt(e, CURLOPT_WRITEDATA, x->write_ud);
@@ -563,9 +702,12 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	}
 
 	x->errbuf[0] = '\0';
-	x->cc = curl_easy_perform(e);
+	x->cc = drive(c, x, timeout);
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->http);
 	curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &x->retry_after);
+	long hv = 0;
+	if (curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &hv) == CURLE_OK && hv > 0)
+		c->multi->http_version = hv;
 	account(c);
 	/* The handle must not keep pointers to our freed buffers. */
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, NULL);

@@ -73,6 +73,18 @@ void k8s_client_free(struct k8s_client *c);
  * then cost one full TLS handshake, not one each).  Free it before the
  * limiter like uses. */
 int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_error *err);
+/* A twin of sib: like k8s_client_new_like, and its transfers and sib's go
+ * over one pool of connections.  Both then ask for HTTP/2 (ALPN h2, then
+ * http/1.1) and curl multiplexes their requests and watches over ONE
+ * connection when the server offers h2, as client-go does; an HTTP/1.1
+ * server gets one connection per transfer under way (two).  A watch's
+ * callback may make requests on the twin: the watch's stream is still
+ * received meanwhile.  Twins must be used from one thread (no locks
+ * between them); a client that another thread uses is made with
+ * k8s_client_new_like.  Either may be freed first (the pool goes with the
+ * last), unless the twin still draws on sib's own limiter (as with
+ * k8s_client_new_like).  A libcurl without HTTP/2 keeps HTTP/1.1. */
+int k8s_client_new_twin(struct k8s_client **out, struct k8s_client *sib, np_error *err);
 
 /* Monotonic clock in milliseconds, the time base of deadlines. */
 int64_t k8s_mono_ms(void);

@@ -41,6 +41,17 @@ struct k8s_curl_api {
 	__typeof__(&curl_share_init) share_init;
 	__typeof__(&curl_share_cleanup) share_cleanup;
 	CURLSHcode (*share_setopt)(CURLSH *, CURLSHoption, ...);
+	__typeof__(&curl_easy_pause) easy_pause;
+	__typeof__(&curl_version_info) version_info;
+	__typeof__(&curl_multi_init) multi_init;
+	__typeof__(&curl_multi_cleanup) multi_cleanup;
+	CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
+	__typeof__(&curl_multi_add_handle) multi_add_handle;
+	__typeof__(&curl_multi_remove_handle) multi_remove_handle;
+	__typeof__(&curl_multi_perform) multi_perform;
+	__typeof__(&curl_multi_poll) multi_poll;
+	__typeof__(&curl_multi_info_read) multi_info_read;
+	__typeof__(&curl_multi_strerror) multi_strerror;
 };
 extern struct k8s_curl_api k8s_curl;
 /* Load libcurl once; every entry point that uses curl calls this first. */
@@ -70,6 +81,18 @@ int k8s_curl_load(np_error *err);
 #define curl_share_init(...) k8s_curl.share_init(__VA_ARGS__)
 #define curl_share_cleanup(...) k8s_curl.share_cleanup(__VA_ARGS__)
 #define curl_share_setopt(...) k8s_curl.share_setopt(__VA_ARGS__)
+#undef curl_multi_setopt
+#define curl_easy_pause(...) k8s_curl.easy_pause(__VA_ARGS__)
+#define curl_version_info(...) k8s_curl.version_info(__VA_ARGS__)
+#define curl_multi_init(...) k8s_curl.multi_init(__VA_ARGS__)
+#define curl_multi_cleanup(...) k8s_curl.multi_cleanup(__VA_ARGS__)
+#define curl_multi_setopt(...) k8s_curl.multi_setopt(__VA_ARGS__)
+#define curl_multi_add_handle(...) k8s_curl.multi_add_handle(__VA_ARGS__)
+#define curl_multi_remove_handle(...) k8s_curl.multi_remove_handle(__VA_ARGS__)
+#define curl_multi_perform(...) k8s_curl.multi_perform(__VA_ARGS__)
+#define curl_multi_poll(...) k8s_curl.multi_poll(__VA_ARGS__)
+#define curl_multi_info_read(...) k8s_curl.multi_info_read(__VA_ARGS__)
+#define curl_multi_strerror(...) k8s_curl.multi_strerror(__VA_ARGS__)
 #endif
 
 #define K8S_BACKOFF_BASE_MS 100
@@ -128,9 +151,27 @@ struct k8s_share {
 	int refs;
 };
 
+/* The transfers of a client and its twins (k8s_client_new_twin): one
+ * curl multi handle, so one pool of connections, over which curl
+ * multiplexes their requests and watches as HTTP/2 streams when the
+ * server offers h2 by ALPN (client-go's one connection a process), and
+ * keeps two connections to an HTTP/1.1 server.  Twins are driven by one
+ * thread only: no lock between them. */
+struct k8s_multi {
+	CURLM *m;
+	int refs;
+	long http_version; /* of the last response (CURLINFO_HTTP_VERSION), 0: none yet */
+};
+
 struct k8s_client {
 	CURL *curl;
 	struct k8s_share *share; /* NULL: none */
+	struct k8s_multi *multi; /* its own, or shared with its twins */
+	bool twin;               /* one of twins: HTTP/2 where offered */
+	/* the end of this client's transfer, as the multi reported it (also
+	 * while a twin's transfer drove the multi) */
+	bool done;
+	CURLcode result;
 	struct k8s_config cfg;
 	int64_t deadline_ms; /* 0: none */
 	uint32_t rng;
@@ -158,6 +199,10 @@ struct k8s_client {
 	/* The Accept header's value while set (a metadata-only watch sets it
 	 * for its own requests); NULL: application/json. */
 	const char *accept;
+	/* the watch's buffer (k8s_wbuf): its limit (0: K8S_WBUF_MAX; the
+	 * tests set less) and how often a watch of this client was paused */
+	size_t watch_buf_max;
+	uint64_t watch_pauses;
 	/* rate limits: requests (lim: own_lim or one shared by the process's
 	 * clients) and this client's new watches */
 	struct k8s_limiter own_lim;
@@ -190,6 +235,12 @@ struct k8s_xfer {
 	 * name that did not resolve in time, the refusal explained. */
 	char errbuf[CURL_ERROR_SIZE + 256];
 	struct k8s_buf resp;
+	/* Called between curl_multi_perform calls while the transfer runs,
+	 * never from inside curl: the watch delivers its events from there,
+	 * and what its callback does (requests on a twin) drives the same
+	 * multi.  Non-zero ends the transfer. */
+	int (*pump)(void *ud);
+	void *pump_ud;
 };
 
 /* config.c */
@@ -213,6 +264,16 @@ long k8s_retry_after_ms(curl_off_t header_s, const json_t *status);
 int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err);
 uint32_t k8s_rand(struct k8s_client *c);
 bool k8s_curl_retryable(CURLcode cc);
+/* libcurl speaks HTTP/2 (built with nghttp2): twins then ask for h2. */
+bool k8s_curl_has_http2(void);
+/* An HTTP/2 stream may be paused and resumed safely: libcurl 8.14.0 and
+ * later.  Up to 8.0.1 one stream's data waiting to be read held the whole
+ * connection (lib/http2.c of 7.88.1, pause_stream_id: a paused watch would
+ * stall its twin's requests); 8.1.0 gave each stream its own buffer and
+ * window, but until 8.14.0 a stream resumed kept a window of 0 and stalled
+ * (curl/curl#16955, fixed by 5fbd78eb2d "http2: fix stream window size
+ * after unpausing"). */
+bool k8s_curl_h2_pause_ok(void);
 /* What a failed transfer's curl text means, for the error line: sets
  * x->tls_refused and rewrites x->errbuf (also for the tests). */
 void k8s_xfer_explain(struct k8s_xfer *x);
@@ -251,6 +312,34 @@ struct k8s_linebuf {
 int k8s_linebuf_feed(struct k8s_linebuf *lb, const char *data, size_t n, k8s_line_fn fn,
 		     void *ud);
 void k8s_linebuf_free(struct k8s_linebuf *lb);
+
+/* The bytes a watch received and has not yet delivered: curl's write
+ * callback only appends to it (k8s_wbuf_take), the watch's loop between
+ * curl_multi_perform calls feeds it to the line splitter.  Above max
+ * unprocessed bytes the transfer is paused (CURL_WRITEFUNC_PAUSE) where
+ * pausing is safe, and resumed once drained; where it is not (HTTP/2 on
+ * libcurl < 8.14.0, k8s_curl_h2_pause_ok) up to hard_max, then the watch
+ * is given up and resumed from the last event delivered. */
+#define K8S_WBUF_MAX (1u << 20)
+#define K8S_WBUF_HARD_MAX (64u << 20)
+struct k8s_wbuf {
+	struct k8s_buf raw, spare;
+	size_t max, hard_max;
+	bool paused;
+};
+enum { K8S_WBUF_TAKEN, K8S_WBUF_PAUSE, K8S_WBUF_FULL };
+/* What the write callback does with n bytes: take them, ask curl to pause
+ * (can_pause: the transfer may be paused safely; nothing is taken), or
+ * refuse them (full beyond hard_max, or out of memory). */
+int k8s_wbuf_take(struct k8s_wbuf *b, const char *p, size_t n, bool can_pause);
+/* Hand the unprocessed bytes to fn (k8s_linebuf_feed's signature) until
+ * none are left or fn returns non-zero (returned); bytes that arrive
+ * while fn runs (a callback that drives the multi) are handed on too.
+ * resume(ud) is called to unpause a paused transfer once drained, and may
+ * itself add bytes. */
+int k8s_wbuf_drain(struct k8s_wbuf *b, int (*fn)(const char *p, size_t n, void *ud),
+		   void (*resume)(void *ud), void *ud);
+void k8s_wbuf_free(struct k8s_wbuf *b);
 
 /* One line of a watch stream, decoded (pure; fuzzed with the splitter).
  * ev is the parsed line (json_decref it, also on error), object borrowed

@@ -1,5 +1,8 @@
-/* Watching pods: a newline-delimited JSON stream read through curl's write
- * callback, resumed from the latest resourceVersion, re-listed after 410. */
+/* Watching pods: a newline-delimited JSON stream, resumed from the latest
+ * resourceVersion, re-listed after 410.  curl's write callback only
+ * buffers the stream (k8s_wbuf); the events are parsed and delivered
+ * between curl_multi_perform calls (http.c, drive), so that a callback
+ * may make requests on the watch's twin over the same connection. */
 #include "k8s/k8s_priv.h"
 
 #include <errno.h>
@@ -69,6 +72,57 @@ void k8s_linebuf_free(struct k8s_linebuf *lb)
 	k8s_buf_free(&lb->pending);
 }
 
+int k8s_wbuf_take(struct k8s_wbuf *b, const char *p, size_t n, bool can_pause)
+{
+	size_t max = b->max ? b->max : K8S_WBUF_MAX;
+	size_t hard = b->hard_max ? b->hard_max : K8S_WBUF_HARD_MAX;
+	/* Some bytes always go in: a chunk larger than max is taken whole
+	 * into an empty buffer, so that a paused transfer always moves on. */
+	if (b->raw.len > 0 && b->raw.len + n > max && can_pause) {
+		b->paused = true;
+		return K8S_WBUF_PAUSE;
+	}
+	if (b->raw.len + n > hard || k8s_buf_append(&b->raw, p, n) < 0)
+		return K8S_WBUF_FULL;
+	return K8S_WBUF_TAKEN;
+}
+
+int k8s_wbuf_drain(struct k8s_wbuf *b, int (*fn)(const char *p, size_t n, void *ud),
+		   void (*resume)(void *ud), void *ud)
+{
+	for (;;) {
+		while (b->raw.len > 0) {
+			/* fn may drive the multi, which appends to raw: it reads
+			 * a buffer of its own meanwhile (the two are swapped, so
+			 * that neither is allocated again). */
+			struct k8s_buf cur = b->raw;
+			b->raw = b->spare;
+			b->raw.len = 0;
+			if (b->raw.data)
+				b->raw.data[0] = '\0';
+			int rc = fn(cur.data, cur.len, ud);
+			cur.len = 0;
+			b->spare = cur;
+			if (rc)
+				return rc;
+		}
+		if (!b->paused)
+			return 0;
+		b->paused = false;
+		if (resume)
+			resume(ud); /* curl may hand over what it held at once */
+		if (b->raw.len == 0 && !b->paused)
+			return 0;
+	}
+}
+
+void k8s_wbuf_free(struct k8s_wbuf *b)
+{
+	k8s_buf_free(&b->raw);
+	k8s_buf_free(&b->spare);
+	b->paused = false;
+}
+
 enum w_outcome { W_NONE, W_STOP, W_CBERR, W_RELIST, W_RETRY, W_FATAL };
 
 struct watch {
@@ -79,6 +133,8 @@ struct watch {
 	const char *path; /* the current watch request */
 	char *rv;
 	struct k8s_linebuf lb;
+	struct k8s_wbuf wb;     /* received, not yet delivered */
+	int can_pause;          /* -1: not known yet on this connection */
 	struct k8s_buf errbody; /* body of a non-200 answer */
 	enum w_outcome outcome;
 	int cb_rc;
@@ -185,6 +241,20 @@ static int watch_line(const char *line, size_t len, void *ud)
 	return w->outcome != W_NONE;
 }
 
+/* Whether this transfer may be paused without holding up its twin's on
+ * the same connection: always over HTTP/1.1 (a connection of its own). */
+static bool may_pause(struct watch *w)
+{
+	if (w->can_pause < 0) {
+		long v = 0;
+		curl_easy_getinfo(w->c->curl, CURLINFO_HTTP_VERSION, &v);
+		w->can_pause = v != CURL_HTTP_VERSION_2_0 || k8s_curl_h2_pause_ok();
+	}
+	return w->can_pause;
+}
+
+/* curl's write callback: bytes are only kept (k8s_wbuf); watch_pump
+ * delivers them. */
 static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud)
 {
 	struct watch *w = ud;
@@ -196,13 +266,51 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud)
 			k8s_buf_append(&w->errbody, p, n);
 		return n;
 	}
+	if (w->outcome != W_NONE)
+		return 0; /* ends the transfer: what is left is not needed */
+	switch (k8s_wbuf_take(&w->wb, p, n, may_pause(w))) {
+	case K8S_WBUF_TAKEN:
+		return n;
+	case K8S_WBUF_PAUSE:
+		w->c->watch_pauses++;
+		return CURL_WRITEFUNC_PAUSE; /* curl keeps the bytes, hands them on when resumed */
+	default:
+		/* Nobody read the stream for that long (a callback busy with
+		 * something else): this connection goes, the watch resumes
+		 * from the last event delivered and loses nothing. */
+		snprintf(w->last, sizeof(w->last), "watch stream: more than %u MiB of events unread",
+			 K8S_WBUF_HARD_MAX >> 20);
+		w->outcome = W_RETRY;
+		return 0;
+	}
+}
+
+static int watch_feed(const char *p, size_t n, void *ud)
+{
+	struct watch *w = ud;
 	int rc = k8s_linebuf_feed(&w->lb, p, n, watch_line, w);
 	if (rc == K8S_LINEBUF_OVERFLOW || rc == K8S_LINEBUF_NOMEM) {
 		np_error_set(w->err, NP_EK8S, 0, "watch %s: %s", w->path,
 			     rc == K8S_LINEBUF_NOMEM ? "out of memory" : "event too large");
 		w->outcome = W_FATAL;
 	}
-	return w->outcome == W_NONE ? n : 0;
+	return w->outcome != W_NONE;
+}
+
+static void watch_resume(void *ud)
+{
+	struct watch *w = ud;
+	curl_easy_pause(w->c->curl, CURLPAUSE_CONT);
+}
+
+/* Between curl_multi_perform calls: deliver every complete event received
+ * so far; non-zero ends the transfer (the callback stopped, or an error). */
+static int watch_pump(void *ud)
+{
+	struct watch *w = ud;
+	if (w->outcome == W_NONE)
+		k8s_wbuf_drain(&w->wb, watch_feed, watch_resume, w);
+	return w->outcome != W_NONE;
 }
 
 static int relist(struct watch *w, const char *ns, const char *lsel, const char *fsel)
@@ -367,6 +475,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 	const char *accept = c->accept;
 	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err };
 	w.lb.max_line = K8S_MAX_LINE;
+	w.wb.max = c->watch_buf_max;
 	bool need_list = !resource_version || !*resource_version;
 	if (!need_list && !(w.rv = strdup(resource_version)))
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "watch");
@@ -418,10 +527,15 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		w.outcome = W_NONE;
 		w.events = 0;
 		w.lb.pending.len = 0; /* a line cut by a dropped connection is gone */
+		w.wb.raw.len = 0;
+		w.wb.paused = false;
+		w.can_pause = -1;
 		k8s_buf_free(&w.errbody);
 		k8s_xfer_reset(&x);
 		x.path = path;
 		x.cap_ms = tsec * 1000 + 5000;
+		x.pump = watch_pump;
+		x.pump_ud = &w;
 
 		int64_t start = k8s_mono_ms();
 		c->stats.watches++;
@@ -462,6 +576,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 	k8s_buf_free(&x.resp);
 	k8s_buf_free(&w.errbody);
 	k8s_linebuf_free(&w.lb);
+	k8s_wbuf_free(&w.wb);
 	free(w.rv);
 	return rc;
 }

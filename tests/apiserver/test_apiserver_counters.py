@@ -51,6 +51,21 @@ def test_counters_count_exact_bytes(server):
                  "verbs": {"list": 1}}
 
 
+def test_counters_count_a_request_body_once(server):
+    server.reset_counters()
+    body = json.dumps(pod("exact")).encode()
+    req = (f"POST {PODS} HTTP/1.1\r\nHost: x\r\nUser-Agent: exact\r\n"
+           f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+           f"Authorization: Bearer {server.token}\r\nConnection: close\r\n\r\n").encode() + body
+    ctx = ssl.create_default_context(cafile=server.ca_path)
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port)),
+                         server_hostname="127.0.0.1") as s:
+        s.sendall(req)
+        while s.recv(65536):
+            pass
+    assert server.counters()["by_user_agent"]["exact"]["bytes_in"] == len(req)
+
+
 def test_counters_include_watch_stream_bytes(server, api):
     server.reset_counters()
     server.create_pod(NS, pod("a"))

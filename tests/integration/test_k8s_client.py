@@ -30,6 +30,8 @@ CASES = [
     "test_watch_bookmarks_advance_resource_version",
     "test_watch_dropped_resumes_without_losing_events",
     "test_watch_410_relists_and_continues",
+    "test_twins_share_one_h2_connection_with_a_watch_that_writes",
+    "test_twins_over_http1_keep_a_connection_each",
     "test_watch_retries_5xx",
     "test_watch_stops_at_deadline",
     "test_500_three_times_then_success",

@@ -23,6 +23,10 @@
 #include <curl/curl.h>
 
 #include "k8s/k8s.h"
+/* The client's internals, for the watch buffer's limit (curl called
+ * directly here: the admin endpoint is not the API under test). */
+#define K8S_CURL_DIRECT
+#include "k8s/k8s_priv.h"
 
 static struct {
 	const char *api, *ca, *token_file, *ns;
@@ -107,7 +111,7 @@ static int reset_server(void **state)
 {
 	admin_do("DELETE", "faults", NULL);
 	admin_do("POST", "rbac", json_pack("{s:[], s:n}", "deny", "allow"));
-	admin_do("POST", "config", json_pack("{s:f}", "bookmark_interval", 1.0));
+	admin_do("POST", "config", json_pack("{s:f, s:b}", "bookmark_interval", 1.0, "http2", 1));
 	return 0;
 }
 
@@ -451,6 +455,135 @@ static void test_watch_410_relists_and_continues(void **state)
 	assert_int_equal(w.nseen, 1);
 	assert_string_equal(w.seen[0], "after-relist");
 	k8s_client_free(c);
+}
+
+/* ---- twins (k8s_client_new_twin): a watch's callback writes through the
+ * watch's twin; the events its own writes cause keep arriving on the watch
+ * meanwhile, and both go over one connection when the server speaks h2
+ * (two over HTTP/1.1). */
+struct twinctx {
+	struct k8s_client *twin;
+	int patches, ticks, tick_patches;
+	char seen[8][32];
+	int nseen;
+	const char *stop_at; /* the "step" value that ends the watch */
+	np_error err;
+};
+
+static int twin_patch(struct twinctx *t, const char *pod, const char *step)
+{
+	json_t *patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", "step", step);
+	int r = k8s_patch_pod(t->twin, E.ns, pod, patch, NULL, &t->err);
+	json_decref(patch);
+	return r;
+}
+
+static int cb_twin(enum k8s_watch_type type, json_t *obj, void *ud)
+{
+	struct twinctx *t = ud;
+	if (type == K8S_WATCH_RELIST) {
+		if (twin_patch(t, "tw-a", "1") < 0)
+			return -1;
+		t->patches++;
+		return 0;
+	}
+	if (type != K8S_WATCH_MODIFIED)
+		return 0;
+	const char *s = anno(obj, "step");
+	if (s && t->nseen < 8)
+		snprintf(t->seen[t->nseen++], sizeof(t->seen[0]), "%s", s);
+	if (s && !strcmp(s, "1")) {
+		/* Four writes from inside the callback of an open watch, each a
+		 * request on the twin while the watch's stream is received. */
+		for (int i = 2; i <= 5; i++) {
+			char step[8];
+			snprintf(step, sizeof(step), "%d", i);
+			if (twin_patch(t, "tw-a", step) < 0)
+				return -1;
+			t->patches++;
+		}
+	}
+	return s && !strcmp(s, t->stop_at);
+}
+
+static void twin_tick(void *ud)
+{
+	struct twinctx *t = ud;
+	/* A tick's request drives the watch's multi too (the gatherer
+	 * publishes its progress from its tick). */
+	t->ticks++;
+	if (t->tick_patches < 1 && twin_patch(t, "tw-a", "tick") == 0)
+		t->tick_patches++;
+}
+
+/* buf_max: the watch buffer's limit (0: the default).  Returns how often
+ * the watch was paused. */
+static uint64_t twins_run(long want_connects, size_t buf_max)
+{
+	seed_pod("tw-a", "tw", "worker");
+	struct k8s_client *c = client(20, NULL);
+	struct twinctx t = { .stop_at = "tick" };
+	np_error err = { 0 };
+	struct k8s_limiter *lim = NULL;
+	if (k8s_limiter_new(&lim, 5, 10, &err) < 0)
+		fail_msg("%s", err.msg);
+	k8s_client_set_limiter(c, lim);
+	if (k8s_client_new_twin(&t.twin, c, &err) < 0)
+		fail_msg("twin: %s", err.msg);
+	k8s_client_set_tick(c, 300, twin_tick, &t);
+	c->watch_buf_max = buf_max;
+	if (k8s_watch_pods(c, E.ns, "app=tw", NULL, NULL, cb_twin, &t, &err) != 0)
+		fail_msg("%s (%s)", err.msg, t.err.msg);
+	assert_int_equal(t.patches, 5);
+	assert_int_equal(t.tick_patches, 1);
+	/* every event of the callback's own writes, in order, then the tick's */
+	assert_int_equal(t.nseen, 6);
+	for (int i = 0; i < 5; i++) {
+		char step[8];
+		snprintf(step, sizeof(step), "%d", i + 1);
+		assert_string_equal(t.seen[i], step);
+	}
+	assert_string_equal(t.seen[5], "tick");
+	struct k8s_stats a, b;
+	k8s_client_stats(c, &a);
+	k8s_client_stats(t.twin, &b);
+	assert_int_equal(a.watches, 1);
+	assert_int_equal(b.requests, 6);
+	assert_int_equal(a.connects + b.connects, want_connects);
+	uint64_t before = b.connects, pauses = c->watch_pauses;
+	k8s_client_free(c); /* either twin may go first: the other keeps the pool */
+	json_t *pod = NULL;
+	if (k8s_get_pod(t.twin, E.ns, "tw-a", &pod, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(anno(pod, "step"), "tick");
+	json_decref(pod);
+	k8s_client_stats(t.twin, &b);
+	assert_int_equal(b.connects, before); /* a connection of the pool, still open */
+	k8s_client_free(t.twin);
+	k8s_limiter_free(lim);
+	return pauses;
+}
+
+static void test_twins_share_one_h2_connection_with_a_watch_that_writes(void **state)
+{
+	/* A buffer of 256 bytes: the events the callback's writes cause do
+	 * not fit while it runs.  An h2 stream is paused only with libcurl
+	 * 8.14.0 or later (k8s_curl_h2_pause_ok); the system libcurl of the
+	 * dynamic build (7.88) keeps taking them instead, which does not
+	 * hold up the twin's requests on the same connection. */
+	uint64_t pauses = twins_run(1, 256);
+	if (!k8s_curl_h2_pause_ok())
+		assert_int_equal(pauses, 0);
+}
+
+static void test_twins_over_http1_keep_a_connection_each(void **state)
+{
+	/* HTTP/1.1: the watch has a connection of its own, which is paused
+	 * (not read) while its buffer is full, and resumed once drained;
+	 * nothing is lost or reordered. */
+	admin_do("POST", "config", json_pack("{s:b}", "http2", 0));
+	uint64_t pauses = twins_run(2, 256);
+	assert_true(pauses >= 1);
 }
 
 static void test_watch_retries_5xx(void **state)
@@ -875,6 +1008,9 @@ int main(void)
 		cmocka_unit_test_setup(test_watch_dropped_resumes_without_losing_events,
 				       reset_server),
 		cmocka_unit_test_setup(test_watch_410_relists_and_continues, reset_server),
+		cmocka_unit_test_setup(test_twins_share_one_h2_connection_with_a_watch_that_writes,
+				       reset_server),
+		cmocka_unit_test_setup(test_twins_over_http1_keep_a_connection_each, reset_server),
 		cmocka_unit_test_setup(test_watch_retries_5xx, reset_server),
 		cmocka_unit_test_setup(test_watch_stops_at_deadline, reset_server),
 		cmocka_unit_test_setup(test_500_three_times_then_success, reset_server),

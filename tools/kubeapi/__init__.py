@@ -1,8 +1,9 @@
 """kubeapi: a small Kubernetes API server for nicpick's tests.
 
-Standard library only (Debian's /usr/bin/python3, 3.11). It serves the part of
+Standard library only (Debian's /usr/bin/python3, 3.11), and Debian's python3-h2
+for HTTP/2. It serves the part of
 the Kubernetes API that nicpick uses -- pods, core/v1 events, namespaces and
-batch/v1 jobs -- over HTTPS with bearer tokens, and follows kube-apiserver's
+batch/v1 jobs -- over HTTPS (HTTP/2 and HTTP/1.1) with bearer tokens, and follows kube-apiserver's
 wire behaviour: Status objects, resourceVersions, label/field selectors, merge
 and strategic-merge patches, watch streams with bookmarks and 410 Expired,
 chunked lists. Faults (5xx, 429, slow responses, dropped watches, forced 410),
@@ -14,7 +15,8 @@ In tests:     from tools.kubeapi import Server   (see README.md beside this file
 
 Modules, one per concern: resources (what is served), errors (Status bodies),
 selectors, patches, store (objects, resourceVersions, history), tables,
-faults, rbac, tls (certificates, kubeconfig), httpd (HTTP plumbing), core
+faults, rbac, tls (certificates, kubeconfig), httpd (HTTP plumbing, HTTP/1.1), http2
+(HTTP/2), core
 (routing, discovery, rendering), crud, watch, admin, client (the Python API),
 cli (the command line).
 

@@ -142,6 +142,11 @@ class AdminMixin:
                 if "history_seconds" in payload:
                     with self.store.lock:
                         self.store.window = float(payload["history_seconds"] or 0)
+                if "http2" in payload:      # ALPN of the connections opened from now on
+                    try:
+                        self.http2 = self.check_http2(payload["http2"])
+                    except RuntimeError as e:
+                        raise ApiError(400, str(e))
             return {"bookmark_interval": self.bookmark_interval,
                     "watch_timeout": self.watch_timeout, "authorization": self.authorization,
                     "compact_interval": self.compact_interval,
@@ -149,7 +154,8 @@ class AdminMixin:
                     "graceful_delete": self.graceful_delete,
                     "history_seconds": self.store.window,
                     "realistic_pods": self.realistic_pods,
-                    "event_namespace_rule": self.event_namespace_rule}
+                    "event_namespace_rule": self.event_namespace_rule,
+                    "http2": self.http2}
         raise ApiError(404, f"unknown admin endpoint {op!r}")
 
     def handle_admin(self, h, path, q, body):

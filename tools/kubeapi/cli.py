@@ -66,6 +66,9 @@ def main(argv=None):
                     dest="event_namespace_rule", help="accept a core/v1 Event without "
                     "eventTime and involvedObject.namespace in any namespace (real: only "
                     "in default, legacyValidateEvent)")
+    ap.add_argument("--no-http2", action="store_false", default=None, dest="http2",
+                    help="serve HTTP/1.1 only: ALPN offers no h2 (real: "
+                    "--disable-http2-serving); default: h2 and http/1.1, as kube-apiserver")
     ap.add_argument("--seed", type=lambda p: _json_arg("@" + p), dest="seed_file", metavar="FILE",
                     help="JSON file of objects to create at start (see README)")
     ap.add_argument("--seed-json", type=_json_arg, help=argparse.SUPPRESS)
@@ -88,7 +91,8 @@ def main(argv=None):
                         compact_interval=a.compact_interval,
                         anonymous_auth=a.anonymous_auth, graceful_delete=a.graceful_delete,
                         history_seconds=a.history_seconds, realistic_pods=a.realistic_pods,
-                        event_namespace_rule=a.event_namespace_rule).start()
+                        event_namespace_rule=a.event_namespace_rule,
+                        http2=a.http2).start()
     except (ApiError, RuntimeError, OSError) as e:
         print(f"kubeapi: {e}", file=sys.stderr)
         return 1

@@ -65,6 +65,8 @@ class Server:
                 args.append(flag)
         if kw.get("event_namespace_rule") is False:
             args.append("--no-event-namespace-rule")
+        if kw.get("http2") is False:
+            args.append("--no-http2")
         for s in kw.get("sans") or ():
             args += ["--san", s]
         for f in kw.get("faults") or ():

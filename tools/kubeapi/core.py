@@ -18,7 +18,7 @@ from .admin import AdminMixin
 from .crud import CrudMixin
 from .errors import ApiError, forbidden
 from .faults import FaultSet
-from .httpd import Handler, HTTPServer, Dropped
+from .httpd import Handler, HTTPServer
 from .patches import PATCH_TYPES
 from .rbac import RbacMixin
 from .resources import BY_PATH, GROUP_VERSIONS, RESOURCES, SERVER_VERSION
@@ -32,7 +32,7 @@ from .watch import WatchMixin
 # The fidelity options (README "Fidelity options") and their defaults.
 FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 75.0,
                     "realistic_pods": False, "event_namespace_rule": True,
-                    "bookmark_interval": 60.0}
+                    "bookmark_interval": 60.0, "http2": True}
 
 
 class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
@@ -42,7 +42,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                  rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
                  authorization=None, compact_interval=0.0, anonymous_auth=None,
                  graceful_delete=None, history_seconds=None, realistic_pods=None,
-                 event_namespace_rule=None):
+                 event_namespace_rule=None, http2=None):
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
         self.listen, self.req_port, self.sans = listen, port, list(sans)
@@ -77,6 +77,9 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.realistic_pods = bool(opt("realistic_pods", realistic_pods))
         self.event_namespace_rule = bool(opt("event_namespace_rule", event_namespace_rule))
         self.bookmark_interval = float(opt("bookmark_interval", bookmark_interval))
+        # Real: kube-apiserver serves HTTP/2 unless --disable-http2-serving (ALPN
+        # "h2", "http/1.1": apiserver/pkg/server/secure_serving.go, tlsConfig).
+        self.http2 = self.check_http2(opt("http2", http2))
         if rbac:
             self.set_rbac(rbac)
         self.counters_lock = threading.Lock()
@@ -104,8 +107,18 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         # (groups), as kube-apiserver's --client-ca-file; offering none is fine.
         ctx.load_verify_locations(self.ca_path)
         ctx.verify_mode = ssl.CERT_OPTIONAL
-        ctx.set_alpn_protocols(["http/1.1"])     # no h2: clients fall back to HTTP/1.1
-        self.ssl_ctx = ctx
+        ctx.set_alpn_protocols(["http/1.1"])
+        self.ssl_ctx_h1 = ctx
+        # Real: NextProtos []string{"h2", "http/1.1"} (secure_serving.go, tlsConfig,
+        # line 51 at 0072a2a); with DisableHTTP2 only "http/1.1" (line 57).
+        ctx2 = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if os.environ.get("KUBEAPI_TLS_MIN_VERSION") == "VersionTLS13":
+            ctx2.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx2.load_cert_chain(crt, key)
+        ctx2.load_verify_locations(self.ca_path)
+        ctx2.verify_mode = ssl.CERT_OPTIONAL
+        ctx2.set_alpn_protocols(["h2", "http/1.1"])
+        self.ssl_ctx_h2 = ctx2
         self.httpd = HTTPServer((self.listen, self.req_port), Handler, self)
         self.port = self.httpd.server_address[1]
         host = self.listen
@@ -174,6 +187,21 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             "count": 1}, raw=True)
         self.store.compact()
 
+    def ssl_context(self):
+        """The TLS context of the next connection: whether ALPN offers h2."""
+        return self.ssl_ctx_h2 if self.http2 else self.ssl_ctx_h1
+
+    @staticmethod
+    def check_http2(on):
+        on = bool(on)
+        if on:
+            from .http2 import AVAILABLE
+            if not AVAILABLE:
+                raise RuntimeError("HTTP/2 needs the Python h2 library (Debian: apt-get "
+                                   "install python3-h2); or serve HTTP/1.1 only with "
+                                   "--no-http2 / http2=False")
+        return on
+
     def track(self, conn, add):
         with self.conns_lock:
             (self.conns.add if add else self.conns.discard)(conn)
@@ -213,7 +241,74 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
     def reset_counters(self):
         with self.counters_lock:
             self.counters = {"total": self._zero(), "by_token": {}, "by_user": {},
-                             "by_user_agent": {}, "by_remote": {}, "since": time.time()}
+                             "by_user_agent": {}, "by_remote": {}, "since": time.time(),
+                             "connections": self._zero_conns()}
+
+    # ---- connection counters (README "Counters"): TLS connections opened since the
+    # last reset, by negotiated protocol, and by the token of their first request.
+    @staticmethod
+    def _zero_conns():
+        return {"opened": 0, "h1": 0, "h2": 0, "tls_full": 0, "tls_resumed": 0,
+                "admin": 0, "streams": 0, "by_token": {}, "by_remote": {}, "list": []}
+
+    def conn_opened(self, proto, sock, addr):
+        try:
+            resumed = bool(sock.session_reused)
+        except (AttributeError, ValueError):
+            resumed = False
+        rec = {"protocol": proto, "alpn": sock.selected_alpn_protocol(),
+               "tls_version": sock.version(), "resumed": resumed, "remote": addr[0],
+               "port": addr[1], "token": None, "user_agent": None, "admin": False,
+               "streams": 0, "max_concurrent": 0, "open": True, "opened": time.time(),
+               "closed": None}
+        with self.counters_lock:
+            c = self.counters["connections"]
+            rec["id"] = c["opened"] + 1
+            c["opened"] += 1
+            c[proto] += 1
+            c["tls_resumed" if resumed else "tls_full"] += 1
+            if len(c["list"]) < 10000:
+                c["list"].append(rec)
+            rec["_counted"] = c
+        return rec
+
+    def conn_request(self, rec, token, ua, admin):
+        """A request (HTTP/2: a stream) on connection rec; the first one names it."""
+        with self.counters_lock:
+            first = rec["streams"] == 0
+            rec["streams"] += 1
+            c = rec["_counted"]
+            if c is not self.counters["connections"]:
+                return          # opened before the last reset
+            c["streams"] += 1
+            if rec["protocol"] == "h1":
+                rec["max_concurrent"] = 1       # one request at a time
+            if first:
+                rec["token"], rec["user_agent"], rec["admin"] = token or "", ua, admin
+                if admin:
+                    c["admin"] += 1
+            if rec["admin"]:
+                return
+            for key, tab in ((rec["token"], c["by_token"]), (rec["remote"], c["by_remote"])):
+                b = tab.get(key)
+                if b is None:
+                    b = tab[key] = {"connections": 0, "h1": 0, "h2": 0, "tls_resumed": 0,
+                                    "streams": 0}
+                if first:
+                    b["connections"] += 1
+                    b[rec["protocol"]] += 1
+                    b["tls_resumed"] += rec["resumed"]
+                b["streams"] += 1
+
+    def conn_concurrent(self, rec, n):
+        with self.counters_lock:
+            rec["max_concurrent"] = max(rec["max_concurrent"], n)
+
+    def conn_closed(self, rec):
+        if rec is None:
+            return
+        with self.counters_lock:
+            rec["open"], rec["closed"] = False, time.time()
 
     @staticmethod
     def _zero():
@@ -239,7 +334,10 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
 
     def get_counters(self, reset=False):
         with self.counters_lock:
-            out = copy.deepcopy(self.counters)
+            conns = self.counters["connections"]
+            lst = [{k: v for k, v in r.items() if k != "_counted"} for r in conns["list"]]
+            out = copy.deepcopy(dict(self.counters, connections=dict(conns, list=[])))
+            out["connections"]["list"] = copy.deepcopy(lst)
         if reset:
             self.reset_counters()
         return out
@@ -326,8 +424,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                               "timeout - context deadline exceeded", "Timeout", {})
         for f in self.faults.take(req, ("error", "reset")):
             if f["kind"] == "reset":
-                socket.socket.shutdown(h.connection, socket.SHUT_RDWR)
-                raise Dropped()
+                h.abort(f)      # raises Dropped (HTTP/2: as the fault's "h2" says)
             code = int(f.get("code", 500))
             msg = f.get("message")
             det, hdr = None, {}

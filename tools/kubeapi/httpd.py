@@ -79,7 +79,92 @@ class HTTPServer(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Exchange:
+    """One request and its answer, over either transport. The transport (Handler:
+    HTTP/1.1, http2.Stream: one HTTP/2 stream) has headers, command, path,
+    client_address, proto ("h1"/"h2"), conn_rec, and provides
+      respond(code, [(name, value)], body)     a whole answer
+      begin_chunks(code, content_type)          a streamed answer (watch) ...
+      send_chunk(raw) / end_chunks()            ... one event / its normal end
+      abort(fault=None, partial=None)           cut it (faults; raises Dropped)
+      read_body(), bytes_read(), cert_user()
+    HTTP/1.1 frames a stream with chunked encoding; HTTP/2 sends each chunk as
+    DATA on the stream and ends it with END_STREAM."""
+
+    cancelled = False       # HTTP/2: the client reset the stream (or the connection died)
+    watch_wake = None       # set by a watch: woken when the exchange is cancelled
+
+    def send_json(self, code, obj, headers=None):
+        late, self.late = self.late, None
+        if late is not None and code < 300:
+            # A committed write answered as timed out (the commit_timeout fault).
+            code, obj, headers = late.code, late.status(), late.headers
+        body = dumps(obj)
+        hdrs = [("Content-Type", "application/json")]
+        hdrs += [(k, str(v)) for k, v in (headers or {}).items()]
+        hdrs.append(("Content-Length", str(len(body))))
+        self.respond(code, hdrs, body if self.command != "HEAD" else b"")
+
+    def send_text(self, code, text, headers=None):
+        body = text.encode()
+        hdrs = [("Content-Type", "text/plain; charset=utf-8"), ("X-Content-Type-Options", "nosniff")]
+        hdrs += [(k, str(v)) for k, v in (headers or {}).items()]
+        hdrs.append(("Content-Length", str(len(body))))
+        self.respond(code, hdrs, body)
+
+    def dispatch(self):
+        api = self.server.api
+        self.req = self.acct = self.late = None
+        self.headers_sent = False
+        url = urllib.parse.urlsplit(self.path)
+        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        path = url.path.rstrip("/") or "/"
+        auth = self.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        ua = self.headers.get("User-Agent", "")
+        api.conn_request(self.conn_rec, token, ua, path.startswith("/_admin"))
+        try:
+            body = self.read_body()
+        except ApiError as e:
+            return self.send_json(e.code, e.status())
+        bytes_in = self.bytes_read()
+        if path.startswith("/_admin"):
+            return api.handle_admin(self, path, q, body)
+        self.acct = (token or "", ua, self.client_address[0])
+        with api.tokens_lock:
+            user = api.tokens.get(token) if token else None
+        if token is None:
+            user = self.cert_user()
+        req = self.req = {"time": time.time(), "method": self.command, "path": path,
+                          "query": url.query, "token": token or "", "user": user or "",
+                          "user_agent": ua, "content_type": self.headers.get("Content-Type", ""),
+                          "accept": self.headers.get("Accept", ""), "status": None,
+                          "protocol": self.proto}
+        req.update(api.route_info(self.command, path, q))
+        # bytes_in: the request line, headers and body as read (HTTP/2: its frames).
+        api.account(self.acct, bytes_in, 0, user=user, verb=req["verb"], request=True)
+        with api.log_lock:
+            api.request_log.append(req)
+        try:
+            api.handle_api(self, req, q, body, token, user)
+        except ApiError as e:
+            self.send_json(e.code, e.status(), e.headers)
+        except Dropped:
+            self.close_connection = True
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+            self.close_connection = True
+        except Exception as e:   # noqa: BLE001 -- a server bug: answer like the real one
+            if api.verbose:
+                import traceback
+                traceback.print_exc()
+            if self.headers_sent:
+                self.close_connection = True
+            else:
+                err = ApiError(500, f"Internal error occurred: {type(e).__name__}: {e}")
+                self.send_json(500, err.status())
+
+
+class Handler(Exchange, http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Headers and body go out in separate writes: with Nagle on, the second
     # waits for the client's delayed ACK (~40 ms per request), which the real
@@ -91,19 +176,33 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def setup(self):
         api = self.server.api
         self.request.settimeout(10)
-        self.request = api.ssl_ctx.wrap_socket(self.request, server_side=True)
+        # The context is chosen per connection: configure(http2=...) changes what
+        # the next handshake offers (ALPN), as a restarted kube-apiserver would.
+        self.request = api.ssl_context().wrap_socket(self.request, server_side=True)
         self.connection = self.request
         api.track(self.request, True)
+        # Real: Go's net/http serves HTTP/2 when ALPN picked "h2", HTTP/1.1 for
+        # "http/1.1" and for a client that offered no ALPN at all.
+        self.proto = "h2" if self.request.selected_alpn_protocol() == "h2" else "h1"
+        self.conn_rec = api.conn_opened(self.proto, self.request, self.client_address)
         super().setup()
         self.rfile = _CountingReader(self.rfile)
         self.wfile = _CountingWriter(self.wfile, self)
         self.acct = self.req = self.late = None
+
+    def handle(self):
+        if self.proto == "h2":
+            from .http2 import H2Connection
+            H2Connection(self).serve()
+        else:
+            super().handle()
 
     def finish(self):
         try:
             super().finish()
         finally:
             self.server.api.track(self.request, False)
+            self.server.api.conn_closed(self.conn_rec)
             # socketserver closes the socket it accepted, which wrap_socket detached: the
             # TLS socket must be closed here or the client never sees the end.
             self.request.close()
@@ -133,31 +232,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
 
-    def send_json(self, code, obj, headers=None):
-        late, self.late = self.late, None
-        if late is not None and code < 300:
-            # A committed write answered as timed out (the commit_timeout fault).
-            code, obj, headers = late.code, late.status(), late.headers
-        body = dumps(obj)
+    # ---- the transport's side of Exchange (HTTP/1.1)
+    def respond(self, code, headers, body):
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        for k, v in (headers or {}).items():
-            self.send_header(k, str(v))
-        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
         self.end_headers()
-        if self.command != "HEAD":
+        if body:
             self.wfile.write(body)
 
-    def send_text(self, code, text, headers=None):
-        body = text.encode()
+    def begin_chunks(self, code, ctype):
         self.send_response(code)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for k, v in (headers or {}).items():
-            self.send_header(k, str(v))
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Type", ctype)
+        self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.wfile.write(body)
+
+    def send_chunk(self, raw):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
+
+    def end_chunks(self):
+        self.wfile.write(b"0\r\n\r\n")
+
+    def abort(self, fault=None, partial=None):
+        """Drop the connection (faults reset and drop_watch, a stopping server):
+        the TCP connection is shut down; partial, the next chunk, is cut in half."""
+        if partial:
+            self.wfile.write(b"%x\r\n%s" % (len(partial), partial[:max(1, len(partial) // 2)]))
+        socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+        raise Dropped()
+
+    def cert_user(self):
+        return _cert_user(self.connection)
+
+    def bytes_read(self):
+        n, self.rfile.n = self.rfile.n, 0
+        return n
 
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -182,56 +291,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
         return self.rfile.read(n) if n else b""
-
-    def dispatch(self):
-        api = self.server.api
-        self.req = self.acct = self.late = None
-        self.headers_sent = False
-        url = urllib.parse.urlsplit(self.path)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        path = url.path.rstrip("/") or "/"
-        try:
-            body = self.read_body()
-        except ApiError as e:
-            return self.send_json(e.code, e.status())
-        bytes_in = self.rfile.n
-        self.rfile.n = 0
-        if path.startswith("/_admin"):
-            return api.handle_admin(self, path, q, body)
-        auth = self.headers.get("Authorization", "")
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else None
-        ua = self.headers.get("User-Agent", "")
-        self.acct = (token or "", ua, self.client_address[0])
-        with api.tokens_lock:
-            user = api.tokens.get(token) if token else None
-        if token is None:
-            user = _cert_user(self.connection)
-        req = self.req = {"time": time.time(), "method": self.command, "path": path,
-                          "query": url.query, "token": token or "", "user": user or "",
-                          "user_agent": ua, "content_type": self.headers.get("Content-Type", ""),
-                          "accept": self.headers.get("Accept", ""), "status": None}
-        req.update(api.route_info(self.command, path, q))
-        api.account(self.acct, bytes_in + len(body), 0, user=user, verb=req["verb"],
-                    request=True)
-        with api.log_lock:
-            api.request_log.append(req)
-        try:
-            api.handle_api(self, req, q, body, token, user)
-        except ApiError as e:
-            self.send_json(e.code, e.status(), e.headers)
-        except Dropped:
-            self.close_connection = True
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
-            self.close_connection = True
-        except Exception as e:   # noqa: BLE001 -- a server bug: answer like the real one
-            if api.verbose:
-                import traceback
-                traceback.print_exc()
-            if self.headers_sent:
-                self.close_connection = True
-            else:
-                err = ApiError(500, f"Internal error occurred: {type(e).__name__}: {e}")
-                self.send_json(500, err.status())
 
 
 def _cert_user(conn):

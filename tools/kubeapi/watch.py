@@ -2,7 +2,6 @@
 selector transitions, 410 Expired, injected drops."""
 
 import copy
-import socket
 import time
 
 from .errors import ApiError, expired
@@ -64,23 +63,19 @@ class WatchMixin:
             raw = raw or self.encode_event(typ, obj)
             if after is not None and drop.get("partial") and sent[0] >= after:
                 cut(raw)
-            h.wfile.write(b"%x\r\n%s\r\n" % (len(raw), raw))
+            h.send_chunk(raw)
             sent[0] += 1
             if after is not None and not drop.get("partial") and sent[0] >= after:
                 cut()
 
         def cut(next_raw=None):
-            if drop and drop.get("partial") and next_raw:
-                half = next_raw[:max(1, len(next_raw) // 2)]
-                h.wfile.write(b"%x\r\n%s" % (len(next_raw), half))
-            socket.socket.shutdown(h.connection, socket.SHUT_RDWR)
-            raise Dropped()
+            # The transport drops the stream (HTTP/1.1: the connection; HTTP/2: as the
+            # fault's "h2" says), the next event cut in half when "partial".
+            h.abort(drop, next_raw if drop and drop.get("partial") else None)
 
         try:
-            h.send_response(200)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Transfer-Encoding", "chunked")
-            h.end_headers()
+            h.watch_wake = w.wake      # HTTP/2: a reset stream wakes the loop below
+            h.begin_chunks(200, "application/json")
             if after == 0 and not drop.get("partial"):
                 cut()
             err, initial = None, []
@@ -108,7 +103,7 @@ class WatchMixin:
                 # Real: after authn/authz, watch errors are an ERROR event in a 200 stream.
                 req["watch_error"] = err.code
                 send("ERROR", err.status())
-                return h.wfile.write(b"0\r\n\r\n")
+                return h.end_chunks()
             for o in initial:
                 send("ADDED", dict({"kind": res.kind, "apiVersion": res.api_version}, **o))
             if initial_events:
@@ -134,6 +129,8 @@ class WatchMixin:
                     if out:
                         send(*out)
                 now = time.monotonic()
+                if h.cancelled:
+                    raise Dropped()
                 if self.stopping or (after_s is not None and now >= after_s):
                     cut()
                 if now >= deadline:
@@ -147,7 +144,7 @@ class WatchMixin:
                 if after_s is not None:
                     wait = min(wait, after_s - now)
                 w.wake.wait(max(0.0, wait))
-            h.wfile.write(b"0\r\n\r\n")
+            h.end_chunks()
         finally:
             self.store.remove_watcher(w)
 
