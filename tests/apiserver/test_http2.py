@@ -419,13 +419,15 @@ def test_watch_get_and_patch_progress_on_one_connection(server, h2c):
                   ctype="application/strategic-merge-patch+json")
     j = c.request("PATCH", PODS + "/a", [{"op": "add", "path": "/metadata/labels/z",
                                           "value": "3"}], ctype="application/json-patch+json")
-    assert c.pump(lambda: all(c.done(x)() for x in (g, p, s, j)))
-    assert [c.answer(x)[0] for x in (g, p, s, j)] == [200, 200, 200, 200]
-    assert c.pump(lambda: len(c.events(w)) >= 3)
+    a = c.request("PATCH", PODS + "/a?fieldManager=t", {"metadata": {"labels": {"w": "4"}}},
+                  ctype="application/apply-patch+yaml")
+    assert c.pump(lambda: all(c.done(x)() for x in (g, p, s, j, a)))
+    assert [c.answer(x)[0] for x in (g, p, s, j, a)] == [200, 200, 200, 200, 200]
+    assert c.pump(lambda: len(c.events(w)) >= 4)
     assert not c.streams[w]["ended"]                       # the watch is still open
     evs = c.events(w)
-    assert [e["type"] for e in evs] == ["MODIFIED"] * 3
-    assert evs[-1]["object"]["metadata"]["labels"] == {"x": "1", "y": "2", "z": "3"}
+    assert [e["type"] for e in evs] == ["MODIFIED"] * 4
+    assert evs[-1]["object"]["metadata"]["labels"] == {"x": "1", "y": "2", "z": "3", "w": "4"}
     post = c.request("POST", PODS, pod("b"))
     assert c.pump(c.done(post)) and c.answer(post)[0] == 201
     lst = c.get(PODS + "?limit=1")
@@ -435,13 +437,13 @@ def test_watch_get_and_patch_progress_on_one_connection(server, h2c):
     assert code == 200 and [i["metadata"]["name"] for i in json.loads(rest)["items"]] == ["b"]
     d = c.request("DELETE", PODS + "/b")
     assert c.pump(c.done(d)) and c.answer(d)[0] == 200
-    assert c.pump(lambda: len(c.events(w)) >= 5)
-    assert [e["type"] for e in c.events(w)[3:5]] == ["ADDED", "DELETED"]
+    assert c.pump(lambda: len(c.events(w)) >= 6)
+    assert [e["type"] for e in c.events(w)[4:6]] == ["ADDED", "DELETED"]
     c.c.reset_stream(w, h2.errors.ErrorCodes.CANCEL)      # client-go closes a watch so
     c.flush()
     assert wait_for(lambda: server.state()["watchers"] == 0, 5)
     rec = server.counters()["connections"]["list"][-1]
-    assert rec["protocol"] == "h2" and rec["streams"] == 9 and rec["max_concurrent"] >= 2
+    assert rec["protocol"] == "h2" and rec["streams"] == 10 and rec["max_concurrent"] >= 2
 
 
 def test_errors_and_auth_over_http2(server, h2c):
