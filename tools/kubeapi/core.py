@@ -95,8 +95,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             self.seed(seed)
 
     # ---- lifecycle
-    def start(self):
-        crt, key, self.ca_path = ensure_certs(self.state_dir, self.sans)
+    def _tls_context(self, crt, key, alpn):
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         # $KUBEAPI_TLS_MIN_VERSION=VersionTLS13: a server that speaks TLS 1.3
         # only, as kube-apiserver --tls-min-version=VersionTLS13 does.
@@ -107,18 +106,15 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         # (groups), as kube-apiserver's --client-ca-file; offering none is fine.
         ctx.load_verify_locations(self.ca_path)
         ctx.verify_mode = ssl.CERT_OPTIONAL
-        ctx.set_alpn_protocols(["http/1.1"])
-        self.ssl_ctx_h1 = ctx
+        ctx.set_alpn_protocols(alpn)
+        return ctx
+
+    def start(self):
+        crt, key, self.ca_path = ensure_certs(self.state_dir, self.sans)
         # Real: NextProtos []string{"h2", "http/1.1"} (secure_serving.go, tlsConfig,
         # line 51 at 0072a2a); with DisableHTTP2 only "http/1.1" (line 57).
-        ctx2 = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        if os.environ.get("KUBEAPI_TLS_MIN_VERSION") == "VersionTLS13":
-            ctx2.minimum_version = ssl.TLSVersion.TLSv1_3
-        ctx2.load_cert_chain(crt, key)
-        ctx2.load_verify_locations(self.ca_path)
-        ctx2.verify_mode = ssl.CERT_OPTIONAL
-        ctx2.set_alpn_protocols(["h2", "http/1.1"])
-        self.ssl_ctx_h2 = ctx2
+        self.ssl_ctx_h1 = self._tls_context(crt, key, ["http/1.1"])
+        self.ssl_ctx_h2 = self._tls_context(crt, key, ["h2", "http/1.1"])
         self.httpd = HTTPServer((self.listen, self.req_port), Handler, self)
         self.port = self.httpd.server_address[1]
         host = self.listen
