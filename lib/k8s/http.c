@@ -126,7 +126,9 @@ static void multi_release(struct k8s_multi *mu)
 	free(mu);
 }
 
-int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err)
+/* A client on multi (one reference more), or on a multi of its own. */
+static int client_new(struct k8s_client **out, const struct k8s_config *cfg, struct k8s_multi *multi,
+		      np_error *err)
 {
 	*out = NULL;
 	if (!cfg->server)
@@ -141,7 +143,9 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "kubernetes client");
 	}
 	c->curl = curl_easy_init();
-	c->multi = multi_new();
+	if (multi)
+		multi->refs++;
+	c->multi = multi ? multi : multi_new();
 	pthread_mutex_init(&c->own_lim.mu, NULL);
 	k8s_bucket_init(&c->own_lim.b, K8S_DEFAULT_QPS, K8S_DEFAULT_BURST);
 	c->lim = &c->own_lim;
@@ -167,6 +171,11 @@ int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_err
 		c->rng = 0x9e3779b9u;
 	*out = c;
 	return 0;
+}
+
+int k8s_client_new(struct k8s_client **out, const struct k8s_config *cfg, np_error *err)
+{
+	return client_new(out, cfg, NULL, err);
 }
 
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
@@ -235,9 +244,10 @@ static struct k8s_share *share_new(void)
 	return s;
 }
 
-int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_error *err)
+static int new_like(struct k8s_client **out, struct k8s_client *like, struct k8s_multi *multi,
+		    np_error *err)
 {
-	if (k8s_client_new(out, &like->cfg, err) < 0)
+	if (client_new(out, &like->cfg, multi, err) < 0)
 		return -1;
 	struct k8s_client *c = *out;
 	c->lim = like->lim;
@@ -257,15 +267,16 @@ int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_err
 	return 0;
 }
 
+int k8s_client_new_like(struct k8s_client **out, struct k8s_client *like, np_error *err)
+{
+	return new_like(out, like, NULL, err);
+}
+
 int k8s_client_new_twin(struct k8s_client **out, struct k8s_client *sib, np_error *err)
 {
-	if (k8s_client_new_like(out, sib, err) < 0)
+	if (new_like(out, sib, sib->multi, err) < 0)
 		return -1;
-	struct k8s_client *c = *out;
-	multi_release(c->multi);
-	c->multi = sib->multi;
-	c->multi->refs++;
-	c->twin = sib->twin = true;
+	(*out)->twin = sib->twin = true;
 	return 0;
 }
 
