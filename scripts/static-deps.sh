@@ -123,6 +123,17 @@ OPENSSL_CONFIG="no-shared no-module no-dso no-engine no-afalgeng no-padlockeng n
  no-whirlpool no-md4 no-mdc2 no-rmd160 no-siphash no-scrypt no-argon2 no-ocb no-siv
  no-cms no-ts no-cmp no-ct no-ocsp no-http no-rfc3779 no-dsa no-dh no-ec2m no-gost
  no-ml-dsa no-slh-dsa no-nextprotoneg no-ssl-trace no-sslkeylog no-thread-pool no-autoload-config"
+# cmake_static DIR OPTION...: configure Debian's source tree DIR (a CMake
+# project: these sources ship no configure script) for a static musl
+# library, then build and install it into the prefix; logs beside DIR.
+cmake_static() {
+	d=$1; shift
+	run "$d.configure.log" cmake -S "$d" -B "$d/_build" \
+		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
+		-DCMAKE_INSTALL_PREFIX="$PREFIX" "$@"
+	run "$d.build.log" cmake --build "$d/_build" -j "$JOBS" --target install
+}
+
 build_openssl() {
 	[ -e "$STAMP/openssl3" ] && return 0
 	fetch openssl trixie
@@ -144,12 +155,8 @@ build_jansson() {
 	[ -e "$STAMP/jansson" ] && return 0
 	fetch jansson bookworm
 	log "building jansson"
-	# Debian's jansson tarball has no configure script: its CMake build.
-	run "$SRC/jansson-bookworm.configure.log" cmake -S "$SRC/jansson-bookworm" -B "$SRC/jansson-bookworm/_build" \
-		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
-		-DCMAKE_INSTALL_PREFIX="$PREFIX" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_BUILD_DOCS=OFF \
+	cmake_static "$SRC/jansson-bookworm" -DJANSSON_BUILD_SHARED_LIBS=OFF -DJANSSON_BUILD_DOCS=OFF \
 		-DJANSSON_EXAMPLES=OFF -DJANSSON_WITHOUT_TESTS=ON
-	run "$SRC/jansson-bookworm.build.log" cmake --build "$SRC/jansson-bookworm/_build" -j "$JOBS" --target install
 	touch "$STAMP/jansson"
 }
 
@@ -157,14 +164,8 @@ build_yaml() {
 	[ -e "$STAMP/yaml" ] && return 0
 	fetch libyaml bookworm
 	log "building libyaml"
-	# As for jansson: Debian's libyaml source has no configure script, its
-	# CMake build makes the static library.
-	y=$SRC/libyaml-bookworm
-	run "$y.configure.log" cmake -S "$y" -B "$y/_build" \
-		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
-		-DCMAKE_INSTALL_PREFIX="$PREFIX" -DBUILD_SHARED_LIBS=OFF -DBUILD_TESTING=OFF \
+	cmake_static "$SRC/libyaml-bookworm" -DBUILD_SHARED_LIBS=OFF -DBUILD_TESTING=OFF \
 		-DINSTALL_CMAKE_DIR=lib/cmake/yaml
-	run "$y.build.log" cmake --build "$y/_build" -j "$JOBS" --target install
 	touch "$STAMP/yaml"
 }
 
@@ -218,15 +219,10 @@ build_nghttp2() {
 	[ -e "$STAMP/nghttp2" ] && return 0
 	fetch nghttp2 trixie
 	log "building nghttp2"
-	n=$SRC/nghttp2-trixie
-	# As for jansson: Debian's nghttp2 source has no configure script, its
-	# CMake build makes the static library (and libnghttp2.pc for curl).
-	run "$n.configure.log" cmake -S "$n" -B "$n/_build" \
-		-DCMAKE_C_COMPILER=musl-gcc -DCMAKE_C_FLAGS="$CFLAGS" -DCMAKE_BUILD_TYPE=MinSizeRel \
-		-DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_INSTALL_LIBDIR=lib -DENABLE_LIB_ONLY=ON \
+	# It installs libnghttp2.pc too, which curl's configure reads.
+	cmake_static "$SRC/nghttp2-trixie" -DCMAKE_INSTALL_LIBDIR=lib -DENABLE_LIB_ONLY=ON \
 		-DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON -DBUILD_TESTING=OFF -DENABLE_DOC=OFF \
 		-DENABLE_FAILMALLOC=OFF -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF
-	run "$n.build.log" cmake --build "$n/_build" -j "$JOBS" --target install
 	rm -f "$STAMP/curl8-openssl-ca-h2"
 	touch "$STAMP/nghttp2"
 }
