@@ -17,22 +17,16 @@ COMMON = ("--log-interval", "2", "--timeout", "40")
 
 
 @pytest.fixture
-def make_cluster(netns, nicpick_bin, tmp_path):
-    made = []
-
+def make_cluster(clusters):
     def make(n=2, http2=True):
-        c = C.Cluster(netns, tmp_path, nicpick_bin, n_nodes=n)
-        made.append(c)
-        c.build().start_api()
+        c = clusters(n_nodes=n)
         if not http2:
             c.server.configure(http2=False)
         c.seed_pods()
         c.server.reset_counters()
         return c
 
-    yield make
-    for c in made:
-        c.close()
+    return make
 
 
 def diag(c):
