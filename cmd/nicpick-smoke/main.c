@@ -156,7 +156,8 @@ int main(int argc, char **argv)
 	const char *nvml = getenv("NICPICK_NVML_LIB");
 	struct gpu_info_env ie = { .nvml_lib = nvml && *nvml ? nvml : NULL,
 				   .visible_devices = getenv("CUDA_VISIBLE_DEVICES"),
-				   .device_order = getenv("CUDA_DEVICE_ORDER") };
+				   .device_order = getenv("CUDA_DEVICE_ORDER"),
+				   .exiting = true /* finish() follows */ };
 	if (gpu_libs_load(&s, &libs, &r, &err) < 0 ||
 	    (run ? gpu_device_query(&libs, (int)gpu, true, &r, &err)
 		 : gpu_device_info(&libs, &ie, (int)gpu, &r, &err)) < 0)

@@ -116,6 +116,14 @@ struct gpu_info_env {
 	const char *nvml_lib;        /* NICPICK_NVML_LIB, or NULL: libnvidia-ml.so.1 */
 	const char *visible_devices; /* CUDA_VISIBLE_DEVICES, or NULL (unset) */
 	const char *device_order;    /* CUDA_DEVICE_ORDER, or NULL (unset) */
+	/* The caller exits as soon as this returns (the companion's info):
+	 * when NVML answered, it is left to the process's exit instead of
+	 * nvmlShutdown() and dlclose().  Closing the process's /dev/nvidia*
+	 * descriptors frees what its clients held (NVIDIA's
+	 * open-gpu-kernel-modules, kernel-open/nvidia/nv.c: nvidia_close ->
+	 * nvidia_close_callback -> rm_cleanup_file_private), and nvmlShutdown
+	 * costs 2.5 ms of CPU and of wall on an H200 (tests/gpu/info_steps.c). */
+	bool exiting;
 };
 int gpu_device_info(const struct gpu_libs *l, const struct gpu_info_env *e, int gpu,
 		      struct smoke_result *r, np_error *err);

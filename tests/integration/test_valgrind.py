@@ -115,8 +115,8 @@ def test_select_with_the_smoke_step_is_valgrind_clean(nicpick_bin, tmp_path):
 
 @pytest.mark.parametrize("nvml", ["fake", "/nonexistent/libnvidia-ml.so.1"], ids=["nvml", "runtime"])
 def test_companion_info_both_ways_is_valgrind_clean(nicpick_bin, monkeypatch, nvml):
-    """nicpick-smoke info through NVML (dlopen, init, every GPU, shutdown,
-    dlclose) and through the runtime when NVML is missing, against the
+    """nicpick-smoke info through NVML (dlopen, init, every GPU; NVML is
+    left to the exit) and through the runtime when NVML is missing, against the
     test double with four GPUs and a CUDA_VISIBLE_DEVICES list."""
     fake = os.environ.get("NICPICK_FAKEGPU") or os.path.join(ROOT, "build", "tests", "libfakegpu.so")
     assert os.path.isfile(fake), "make builds the NCCL/CUDA test double"
