@@ -82,7 +82,7 @@ LIVE_SRC := $(sort $(wildcard tests/live/test_*.c))
 LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
 # Every compiled benchmark (bench/NAME.c -> build/bench-NAME): `make unit`
 # builds them too, so a benchmark that no longer builds fails CI.
-BENCH_SRC := $(sort $(filter-out bench/netns-exec.c,$(wildcard bench/*.c)))
+BENCH_SRC := $(sort $(filter-out bench/netns-exec.c bench/tls-get.c,$(wildcard bench/*.c)))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%) $(BUILD)/bench-netns-exec
 
 .PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
@@ -120,7 +120,8 @@ static-deps:
 	@scripts/static-deps.sh $(STATIC_DIR)/deps
 
 static: static-deps
-	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
+	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug \
+		$(STATIC_DIR)/bench-tls-get
 	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
 	@mkdir -p $(STATIC_DIR)/links && ln -sfn nicpick $(STATIC_DIR)/links/kubectl-nicpick
 	@$(MAKE) --no-print-directory SANITIZE= $(STATIC_DIR)/nicpick-smoke
@@ -240,6 +241,12 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
 
 $(filter-out $(BUILD)/bench-netns-exec,$(BENCH_BIN)): $(BUILD)/bench-%: bench/%.c $(BUILD)/libnicpick.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
+
+# bench/tls's client, in the static tree only (it links libcurl, which the
+# dynamic build loads at run time): linked like the release binary.
+$(STATIC_DIR)/bench-tls-get: bench/tls-get.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 # bench/agree's launcher into a pod's namespace: static and without
 # nicpick's libraries, because its start-up is counted in the pod's CPU
