@@ -265,15 +265,25 @@ class Stream(Exchange):
           connection is closed (a server that goes away);
         "rst_stream": RST_STREAM INTERNAL_ERROR on this stream only, the connection
           and its other streams go on (Go's server resets the stream of a handler
-          that panics, e.g. with http.ErrAbortHandler).
+          that panics, e.g. with http.ErrAbortHandler);
+        "refused_stream": RST_STREAM REFUSED_STREAM on this stream only, before any
+          answer (faults.py allows it for kind "reset" only): the request was not
+          processed and may be retried (RFC 9113 8.7). Real: golang.org/x/net/http2
+          server.go, serverConn.processHeaders, refuses a stream that goes over
+          MAX_CONCURRENT_STREAMS while its SETTINGS are not yet acknowledged
+          ("over_max_streams_race"); a client's nghttp2 closes its streams above a
+          GOAWAY's last stream id with the same code (nghttp2_session.c,
+          session_close_stream_on_goaway).
         partial: this event is sent cut in half first."""
         how = (fault or {}).get("h2", "close")
+        codes = {"rst_stream": h2.errors.ErrorCodes.INTERNAL_ERROR,
+                 "refused_stream": h2.errors.ErrorCodes.REFUSED_STREAM}
         try:
             if partial:
                 self._send(partial[:max(1, len(partial) // 2)], False)
             with self.c.cond:
-                if how == "rst_stream" and not self.c.closing:
-                    self.c.h2.reset_stream(self.sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                if how in codes and not self.c.closing:
+                    self.c.h2.reset_stream(self.sid, codes[how])
                     self.ended = True
                 else:
                     if how == "goaway" and not self.c.closing:
