@@ -5,7 +5,13 @@ of it), and a server that speaks HTTP/1.1 only still gets a working job
 over two connections.  The test API server's connection counters (by the
 token of a connection's first request, by protocol) tell what each pod
 opened; its faults drop a watch the ways a real server does (GOAWAY, a
-dropped connection, RST_STREAM).  lib/k8s/http.c (the twins) is the code."""
+dropped connection, RST_STREAM, REFUSED_STREAM).  lib/k8s/http.c (the twins) is
+the code.  The tests that matter to the libcurl underneath run with both
+builds: the dev one (Debian 12's libcurl 7.88, dlopen'ed) and the release one
+(`make static`: libcurl 8.14 and nghttp2 linked in), which `make test` builds
+before the integration suite (its image target); without it they skip, and
+fail under CI=true, as tests/integration/test_static.py does."""
+import os
 import signal
 import time
 
@@ -14,12 +20,29 @@ import pytest
 import cluster as C
 
 COMMON = ("--log-interval", "2", "--timeout", "40")
+STATIC = os.environ.get("NICPICK_STATIC") or str(C.ROOT / "build" / "static" / "nicpick")
+
+
+@pytest.fixture(params=["dev", "release"])
+def binary(request, nicpick_bin):
+    """The nicpick under test: the dev build (NICPICK, build/nicpick) or the
+    release one (build/static/nicpick)."""
+    if request.param == "dev":
+        return nicpick_bin
+    if not os.access(STATIC, os.X_OK):
+        msg = f"{STATIC} not found: run `make static`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return STATIC
 
 
 @pytest.fixture
 def make_cluster(clusters):
-    def make(n=2, http2=True):
+    def make(n=2, http2=True, nicpick=None):
         c = clusters(n_nodes=n)
+        if nicpick:
+            c.nicpick = nicpick
         if not http2:
             c.server.configure(http2=False)
         c.seed_pods()
@@ -127,3 +150,76 @@ def test_sigterm_during_an_h2_watch_ends_within_a_second(make_cluster):
     # The exchange's one h2 connection; the result and the Event after the
     # stop go over a client of its own (exchange_publish_result), HTTP/1.1.
     assert (t["connections"], t["h2"], t["h1"]) == (2, 1, 1), (t, diag(c))
+
+
+def wait_for_verb(c, p, verb, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cnt = c.server.counters()["by_token"].get(p.token) or {"verbs": {}}
+        if cnt["verbs"].get(verb):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{p.name}: no {verb} within {timeout} s\n{diag(c)}")
+
+
+def statuses(c, p, verb):
+    """Answers to p's requests of verb on pods (None: no answer, the stream refused)."""
+    return [r["status"] for r in c.server.requests()
+            if r["token"] == p.token and r["verb"] == verb and "/pods" in r["path"]]
+
+
+# RST_STREAM REFUSED_STREAM: the server did not process the stream (RFC 9113
+# 8.7; Go's server: x/net/http2 server.go processHeaders, "over_max_streams_race").
+# libcurl, 7.88 and 8.14 alike, runs the request again itself on a fresh connection
+# and keeps the refusing one for the transfers still on it (lib/http2.c
+# http2_handle_stream_close: connclose "REFUSED_STREAM", state.refused_stream;
+# lib/transfer.c Curl_retry_request, at most 5 times; then CURLE_SEND_ERROR, which
+# lib/k8s retries with its backoff).  nicpick sees an answer, counts no retry, and
+# its later requests go over the new connection.
+@pytest.mark.parametrize("verb", ["get", "patch", "watch"])
+def test_a_refused_stream_is_sent_again_and_the_job_agrees(make_cluster, binary, verb):
+    # get: the follower's first request (its own pod); patch: its probe result,
+    # written while its watch is open on the same connection; watch: the watch.
+    c = make_cluster(nicpick=binary)
+    g, f = c.pods
+    fault = dict(kind="reset", h2="refused_stream", token=f.token, verb=verb, count=1)
+    if verb == "patch":
+        f.start("--expect", "2", *COMMON)
+        wait_for_verb(c, f, "watch")
+        c.server.add_fault(**fault)
+        g.start("--expect", "2", *COMMON)
+        c.wait_all(timeout=60)
+        assert [p.rc for p in c.pods] == [0, 0], diag(c)
+        conns = c.server.counters()["connections"]
+    else:
+        c.server.add_fault(**fault)
+        conns = run(c)
+    assert c.server.faults() == [], diag(c)
+    st = statuses(c, f, verb)
+    # refused once (no answer), then answered; a patch: the report's came before
+    want = [200, None, 200, 200] if verb == "patch" else [None, 200]
+    assert st == want, (st, diag(c))
+    agreement = C.decision_of(f)["agreement"]
+    assert agreement["network"] == C.decision_of(g)["agreement"]["network"], diag(c)
+    assert agreement["api"]["retries"] == 0, (agreement["api"], diag(c))
+    assert "REFUSED" not in f.stderr_text and "retry" not in f.stderr_text, f.describe()
+    t = by_token(conns, f)
+    # The refused stream's connection, and the fresh one curl retried on.
+    assert (t["connections"], t["h2"], t["h1"]) == (2, 2, 0), (t, diag(c))
+
+
+def test_a_stream_refused_past_curls_retries_is_retried_after_a_wait(make_cluster, binary):
+    # Six refusals in a row: curl sends the GET six times at once (5 retries), then
+    # gives up with CURLE_SEND_ERROR ("Connection died, tried 5 times before giving
+    # up"); lib/k8s counts one retry and sends it again after its backoff
+    # (k8s_request: k8s_backoff_ms, full jitter, up to 100 ms first).
+    c = make_cluster(nicpick=binary)
+    g, f = c.pods
+    c.server.add_fault(kind="reset", h2="refused_stream", token=f.token, verb="get", count=6)
+    conns = run(c)
+    gets = [r for r in c.server.requests() if r["token"] == f.token and r["verb"] == "get"
+            and "/pods/" in r["path"]]
+    assert [r["status"] for r in gets] == [None] * 6 + [200], diag(c)
+    assert C.decision_of(f)["agreement"]["api"]["retries"] == 1, diag(c)
+    t = by_token(conns, f)
+    assert (t["connections"], t["h2"], t["h1"]) == (7, 7, 0), (t, diag(c))
