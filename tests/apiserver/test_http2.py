@@ -384,6 +384,11 @@ def test_large_list_with_a_small_client_window_arrives_whole(server, h2c):
     assert [i["metadata"]["name"] for i in obj["items"]] == [f"p{i:02d}" for i in range(40)]
     assert max(st["frames"]) <= 16384       # the client's SETTINGS_MAX_FRAME_SIZE
     assert obj["items"][7]["metadata"]["annotations"]["big"] == big
+    # the request record says the answer waited on the client's window (window_stalls)
+    server.create_pod(NS, pod("small"))
+    assert h2c().get(PODS + "/small")[0] == 200
+    recs = {r["verb"]: r for r in server.requests() if r["verb"] in ("list", "get")}
+    assert recs["list"].get("window_stalls", 0) >= 1 and "window_stalls" not in recs["get"]
 
 
 def test_watch_ends_at_timeout_seconds_with_end_stream(server, h2c):

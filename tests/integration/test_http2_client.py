@@ -11,7 +11,9 @@ builds: the dev one (Debian 12's libcurl 7.88, dlopen'ed) and the release one
 (`make static`: libcurl 8.14 and nghttp2 linked in), which `make test` builds
 before the integration suite (its image target); without it they skip, and
 fail under CI=true, as tests/integration/test_static.py does."""
+import ctypes
 import os
+import re
 import signal
 import time
 
@@ -223,3 +225,82 @@ def test_a_stream_refused_past_curls_retries_is_retried_after_a_wait(make_cluste
     assert C.decision_of(f)["agreement"]["api"]["retries"] == 1, diag(c)
     t = by_token(conns, f)
     assert (t["connections"], t["h2"], t["h1"]) == (7, 7, 0), (t, diag(c))
+
+
+
+def libcurl_version(binary):
+    """(major, minor) of the libcurl binary runs with: the release build's is linked
+    in (scripts/static-deps.sh, its headers under build/static/deps/prefix), the dev
+    build dlopens the system's libcurl.so.4 (lib/k8s/curl.c)."""
+    if binary == STATIC:
+        h = C.ROOT / "build" / "static" / "deps" / "prefix" / "include" / "curl" / "curlver.h"
+        m = re.search(r"#define LIBCURL_VERSION_NUM (0x[0-9a-f]+)", h.read_text())
+        num = int(m.group(1), 16)
+        return num >> 16, (num >> 8) & 0xff
+    lib = ctypes.CDLL("libcurl.so.4")
+    lib.curl_version.restype = ctypes.c_char_p
+    m = re.match(rb"libcurl/(\d+)\.(\d+)", lib.curl_version())
+    return int(m.group(1)), int(m.group(2))
+
+
+PAD = 700 * 1024        # bytes of one watch event (its object's managedFields)
+FLOOD = 40              # events: 28 MiB, past any stream window curl gives a watch
+
+
+def big_managed_fields(i):
+    """One managedFields entry of about PAD bytes (a manager of many fields; the
+    annotations are no place for it: 256 KiB at most, and nicpick writes there)."""
+    keys = {f"f:example.com/{i:04d}-{j:06d}-" + "k" * 230: {} for j in range(PAD // 256)}
+    return {"manager": "flood", "operation": "Update", "apiVersion": "v1",
+            "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": keys}}}
+
+
+def test_a_flood_of_watch_events_while_the_follower_writes(make_cluster, binary):
+    """The follower's watch gets 28 MiB of events while it writes its probe
+    result from inside its watch callback (the twin's PATCH, which the server
+    holds 6 s): nobody drains the watch's buffer meanwhile (lib/k8s/watch.c,
+    k8s_wbuf).  It reaches its bound, K8S_WBUF_MAX (1 MiB): libcurl >= 8.14
+    pauses the watch's stream alone (curl/curl#16955; k8s_curl_h2_pause_ok),
+    whose window then runs dry, so that the server waits for the client
+    (the request record's window_stalls); libcurl 7.88 cannot pause one
+    stream of a connection without holding up the others, so the buffer
+    takes it all (up to K8S_WBUF_HARD_MAX, 64 MiB, past which the watch
+    would be opened again) and the window never runs dry.  Either way the
+    PATCH's answer comes over the same connection, every event is delivered
+    (a chunk lost, doubled or out of place breaks a JSON line: a fatal
+    "malformed event") without the watch opened again, and the job agrees."""
+    pauses = libcurl_version(binary) >= (8, 14)
+    c = make_cluster(nicpick=binary)
+    g, f = c.pods
+    f.start("--expect", "2", *COMMON)
+    wait_for_verb(c, f, "watch")
+    # the follower's second PATCH, its probe result (the first is its report)
+    c.server.add_fault(kind="delay", ms=6000, verb="patch", token=f.token, count=1)
+    g.start("--expect", "2", *COMMON)
+    deadline = time.monotonic() + 20
+    while c.server.counters()["by_token"][f.token]["verbs"].get("patch", 0) < 2:
+        assert time.monotonic() < deadline, diag(c)
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    for i in range(FLOOD):
+        c.server.patch_object(C.NAMESPACE, g.name, {"metadata": {"managedFields": [
+            big_managed_fields(i)]}})
+    took = time.monotonic() - t0
+    c.wait_all(timeout=60)
+    assert [p.rc for p in c.pods] == [0, 0], diag(c)
+    assert took < 5.5, f"the flood took {took:.1f} s, past the PATCH's 6 s"
+    fd, gd = C.decision_of(f)["agreement"], C.decision_of(g)["agreement"]
+    assert fd["network"] == gd["network"] and fd["api"]["retries"] == 0, (fd, diag(c))
+    watches = [r for r in c.server.requests() if r["token"] == f.token and r["verb"] == "watch"]
+    assert [r["status"] for r in watches] == [200], diag(c)     # never opened again
+    assert fd["api"]["bytes_received"] > FLOOD * PAD, fd["api"]
+    stalls = watches[0].get("window_stalls", 0)
+    print(f"libcurl {libcurl_version(binary)}: flood {took:.2f} s, window stalls {stalls}, "
+          f"follower received {fd['api']['bytes_received']} bytes")
+    if pauses:
+        assert stalls >= 1, diag(c)
+    else:
+        assert stalls == 0, diag(c)
+    t = by_token(c.server.counters()["connections"], f)
+    assert (t["connections"], t["h2"], t["h1"]) == (1, 1, 0), (t, diag(c))
