@@ -384,6 +384,11 @@ def test_large_list_with_a_small_client_window_arrives_whole(server, h2c):
     assert [i["metadata"]["name"] for i in obj["items"]] == [f"p{i:02d}" for i in range(40)]
     assert max(st["frames"]) <= 16384       # the client's SETTINGS_MAX_FRAME_SIZE
     assert obj["items"][7]["metadata"]["annotations"]["big"] == big
+    # the request record says the answer waited on the client's window (window_stalls)
+    server.create_pod(NS, pod("small"))
+    assert h2c().get(PODS + "/small")[0] == 200
+    recs = {r["verb"]: r for r in server.requests() if r["verb"] in ("list", "get")}
+    assert recs["list"].get("window_stalls", 0) >= 1 and "window_stalls" not in recs["get"]
 
 
 def test_watch_ends_at_timeout_seconds_with_end_stream(server, h2c):
@@ -564,6 +569,101 @@ def test_fault_reset_goaway(server, h2c):
     assert c.pump(lambda: c.eof, 5)
     assert c.terminated is not None and c.terminated.error_code == 0
     assert c.terminated.last_stream_id == v
+
+
+# REFUSED_STREAM (0x7): the request was not processed and may be sent again (RFC 9113
+# 8.7). Real: golang.org/x/net/http2 server.go (commit 0ca694d, v0.56.0+5),
+# serverConn.processHeaders, answers a stream over its MAX_CONCURRENT_STREAMS with
+# RST_STREAM REFUSED_STREAM while its SETTINGS are not yet acknowledged
+# ("over_max_streams_race"; PROTOCOL_ERROR after), before any handler runs; after a
+# graceful GOAWAY it drops a later stream's frames unanswered (processFrame), which a
+# client's nghttp2 closes with REFUSED_STREAM too (nghttp2 v1.52.0 lib/nghttp2_session.c,
+# session_close_stream_on_goaway).
+def test_fault_reset_refused_stream_refuses_only_its_stream(server, h2c):
+    c = h2c()
+    w, v = _watch_and_victim(server, c, {"kind": "reset", "h2": "refused_stream"})
+    assert c.pump(c.done(v), 5)
+    st = c.streams[v]
+    assert st["reset"] == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert st["headers"] is None and not st["data"]       # not a byte of an answer
+    server.patch_object(NS, "a", {"metadata": {"labels": {"x": "1"}}})
+    assert c.pump(lambda: len(c.events(w)) == 1)           # the watch goes on
+    assert c.get(PODS + "/a")[0] == 200 and not c.eof and c.terminated is None
+
+
+def test_a_refused_write_is_not_done(server, h2c):
+    server.create_pod(NS, pod("a"))
+    server.add_fault(kind="reset", h2="refused_stream", verb="patch")
+    c = h2c()
+    sid = c.request("PATCH", PODS + "/a", {"metadata": {"labels": {"x": "1"}}},
+                    ctype="application/merge-patch+json")
+    assert c.pump(c.done(sid), 5)
+    assert c.streams[sid]["reset"] == h2.errors.ErrorCodes.REFUSED_STREAM
+    assert "x" not in (server.get_object(NS, "a")["metadata"].get("labels") or {})
+
+
+def test_refused_stream_is_a_reset_fault_only(server):
+    # A stream is refused before its answer starts: a watch is refused with
+    # {"kind": "reset", "verb": "watch"}, not by drop_watch.
+    with pytest.raises(kubeapi.ApiError, match="refused_stream"):
+        server.add_fault(kind="drop_watch", after_events=0, h2="refused_stream")
+    with pytest.raises(kubeapi.ApiError, match="unknown h2"):
+        server.add_fault(kind="reset", h2="refuse")
+    assert server.faults() == []
+
+
+def test_curl_retries_a_refused_stream_on_a_fresh_connection(server):
+    # Real: libcurl (Debian 12's 7.88.1 here; 8.14.1 the same) marks the connection
+    # not to be reused and runs the request again on a new one (lib/http2.c
+    # http2_handle_stream_close: connclose(..., "REFUSED_STREAM"),
+    # data->state.refused_stream; lib/transfer.c Curl_retry_request: "REFUSED_STREAM,
+    # retrying a fresh connect", at most CONN_MAX_RETRIES = 5 times).
+    server.create_pod(NS, pod("a"))
+    server.add_fault(kind="reset", h2="refused_stream", verb="get", name="a")
+    server.reset_counters()
+    r = curl(server, "--http2", "-v", "-w", "\n%{http_version} %{http_code} %{num_connects}",
+             server.url + PODS + "/a")
+    assert r.stdout.endswith("\n2 200 2"), (r.stdout[-200:], r.stderr)
+    assert json.loads(r.stdout.rsplit("\n", 1)[0])["metadata"]["name"] == "a"
+    assert "REFUSED_STREAM, retrying a fresh connect" in r.stderr, r.stderr
+    c = conns_of(server, server.token)
+    assert (c["connections"], c["h2"], c["streams"]) == (2, 2, 2), c
+    gets = [x for x in server.requests() if x["verb"] == "get"]
+    assert [x["status"] for x in gets] == [None, 200]       # refused, then answered
+    # a PATCH, refused, is sent again whole and done once
+    server.add_fault(kind="reset", h2="refused_stream", verb="patch")
+    r = curl(server, "--http2", "-v", "-X", "PATCH", "-H",
+             "Content-Type: application/merge-patch+json", "-d",
+             '{"metadata":{"annotations":{"n":"1"}}}', "-w", "\n%{http_version} %{http_code}",
+             server.url + PODS + "/a")
+    assert r.stdout.endswith("\n2 200"), (r.stdout[-200:], r.stderr)
+    assert "REFUSED_STREAM, retrying a fresh connect" in r.stderr, r.stderr
+    assert server.get_object(NS, "a")["metadata"]["annotations"] == {"n": "1"}
+    assert [x["status"] for x in server.requests() if x["verb"] == "patch"] == [None, 200]
+
+
+def test_kubectl_retries_a_refused_stream_on_its_connection(kc, server):
+    # Real: client-go's HTTP/2 transport (Go's net/http bundles golang.org/x/net/http2)
+    # retries a request whose stream was refused at once, on the same connection, which
+    # a stream error leaves usable (x/net/http2 transport_common.go roundTripViaPool,
+    # canRetryError: ErrCodeRefusedStream).
+    server.create_pod(NS, pod("a"))
+    kc("get", "pod", "a", "-o", "name", check=True)          # discovery cached
+    server.add_fault(kind="reset", h2="refused_stream", verb="get", name="a")
+    server.reset_counters()
+    server.requests(clear=True)
+    r = kc("get", "pod", "a", "-o", "name", check=True)
+    assert r.stdout.strip() == "pod/a"
+    gets = [x for x in server.requests() if x["verb"] == "get" and x["path"].endswith("/a")]
+    assert [(x["protocol"], x["status"]) for x in gets] == [("h2", None), ("h2", 200)]
+    c = conns_of(server, server.token)
+    assert (c["connections"], c["h2"]) == (1, 1), c
+    # a watch, refused, is opened again as well
+    server.add_fault(kind="reset", h2="refused_stream", verb="watch")
+    r = kc("get", "--raw", PODS + "?watch=1&timeoutSeconds=1", check=True)
+    assert json.loads(r.stdout.splitlines()[0])["type"] == "ADDED"
+    watches = [x["status"] for x in server.requests() if x["verb"] == "watch"]
+    assert watches == [None, 200], watches
 
 
 def test_fault_drop_watch_over_http2(server, h2c):

@@ -5,6 +5,9 @@ import threading
 
 from .errors import ApiError
 
+# What a reset or drop_watch does to an HTTP/2 stream (http2.py, Stream.abort).
+H2_HOW = ("close", "goaway", "rst_stream", "refused_stream")
+
 
 class FaultSet:
     """Faults, consumed in order. Each is a dict; see README.md."""
@@ -23,6 +26,14 @@ class FaultSet:
                                          "commit_timeout",
                                          "compact"):
                     raise ApiError(400, f"unknown fault kind {f.get('kind')!r}")
+                how = f.get("h2", "close")
+                if how not in H2_HOW:
+                    raise ApiError(400, f"unknown h2 {how!r}: one of {', '.join(H2_HOW)}")
+                if how == "refused_stream" and f["kind"] != "reset":
+                    # Real: Go's server refuses a stream before any handler runs
+                    # (x/net/http2 server.go processHeaders), never one it answered.
+                    raise ApiError(400, "h2 \"refused_stream\" is for kind \"reset\" only: "
+                                   "a stream is refused before its answer starts")
                 f.setdefault("count", 1)
                 f.setdefault("hits", 0)
                 self.faults.append(f)

@@ -241,12 +241,16 @@ class Stream(Exchange):
         c, view, off = self.c, memoryview(data), 0
         while off < len(data):
             with c.cond:
+                stalled = False
                 while True:
                     c.check(self)
                     room = min(c.h2.local_flow_control_window(self.sid),
                                c.h2.max_outbound_frame_size)
                     if room > 0 and c.out_len < OUT_LIMIT:
                         break
+                    if not stalled and self._stream_window() <= 0:
+                        stalled = True
+                        self._count_stall()
                     c.cond.wait(1.0)
                 n = min(room, len(data) - off)
                 last = end and off + n == len(data)
@@ -257,6 +261,21 @@ class Stream(Exchange):
                 off += n
                 c.flush(self)
 
+    def _stream_window(self):
+        st = self.c.h2.streams.get(self.sid)
+        return st.outbound_flow_control_window if st is not None else 1
+
+    def _count_stall(self):
+        """The request record's "window_stalls" (requests(), HTTP/2 only): how often
+        its answer had data to send and a stream window of 0, the client holding back
+        WINDOW_UPDATE. A stream starts with the client's SETTINGS_INITIAL_WINDOW_SIZE
+        (libcurl 8.14: 64 KiB, 10 MiB once the answer's headers came; 7.88: 32 MiB); a
+        watch read on and on never runs dry, one the client paused does (libcurl
+        >= 8.14, lib/http2.c cf_h2_update_local_win: a paused stream's window is 0)."""
+        if self.req is not None:
+            with self.server.api.log_lock:
+                self.req["window_stalls"] = self.req.get("window_stalls", 0) + 1
+
     def abort(self, fault=None, partial=None):
         """Faults reset and drop_watch, a stopping server. fault["h2"]:
         "close" (default): the TCP connection is shut down, every stream on it ends
@@ -265,15 +284,25 @@ class Stream(Exchange):
           connection is closed (a server that goes away);
         "rst_stream": RST_STREAM INTERNAL_ERROR on this stream only, the connection
           and its other streams go on (Go's server resets the stream of a handler
-          that panics, e.g. with http.ErrAbortHandler).
+          that panics, e.g. with http.ErrAbortHandler);
+        "refused_stream": RST_STREAM REFUSED_STREAM on this stream only, before any
+          answer (faults.py allows it for kind "reset" only): the request was not
+          processed and may be retried (RFC 9113 8.7). Real: golang.org/x/net/http2
+          server.go, serverConn.processHeaders, refuses a stream that goes over
+          MAX_CONCURRENT_STREAMS while its SETTINGS are not yet acknowledged
+          ("over_max_streams_race"); a client's nghttp2 closes its streams above a
+          GOAWAY's last stream id with the same code (nghttp2_session.c,
+          session_close_stream_on_goaway).
         partial: this event is sent cut in half first."""
         how = (fault or {}).get("h2", "close")
+        codes = {"rst_stream": h2.errors.ErrorCodes.INTERNAL_ERROR,
+                 "refused_stream": h2.errors.ErrorCodes.REFUSED_STREAM}
         try:
             if partial:
                 self._send(partial[:max(1, len(partial) // 2)], False)
             with self.c.cond:
-                if how == "rst_stream" and not self.c.closing:
-                    self.c.h2.reset_stream(self.sid, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                if how in codes and not self.c.closing:
+                    self.c.h2.reset_stream(self.sid, codes[how])
                     self.ended = True
                 else:
                     if how == "goaway" and not self.c.closing:
