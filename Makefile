@@ -256,7 +256,7 @@ $(BUILD)/bench-netns-exec: bench/netns-exec.c
 	@mkdir -p $(@D)
 	$(BENCH_LAUNCH_CC) -O2 -std=gnu11 -Wall -Wextra -Werror -static -o $@ $<
 
-bench: deps all $(BENCH_BIN)
+bench: deps all static $(BENCH_BIN)
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:

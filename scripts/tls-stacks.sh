@@ -1,0 +1,150 @@
+#!/bin/sh
+# bench/tls's other clients: bench/tls-get.c linked like the release binary
+# (musl, curl 8.14, nghttp2, mimalloc from the static deps tree) but against
+# wolfSSL 5.7 or GnuTLS 3.8 (with nettle and GMP) instead of OpenSSL, all
+# from Debian 13's source packages.  Only for measuring the TLS choice
+# (README.md, "Image and binary", says why the release keeps OpenSSL);
+# nothing that ships is built here.  Needs `make static` first (its deps
+# tree and its apt state); writes build/static/bench-tls-get-wolfssl and
+# build/static/bench-tls-get-gnutls, and works under build/static/tls.
+# About 10 minutes on 2 cores.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEPS=$ROOT/build/static/deps
+W=$ROOT/build/static/tls
+OUT=$ROOT/build/static
+JOBS=$(nproc 2>/dev/null || echo 2)
+[ -e "$DEPS/prefix/lib/libcurl.a" ] && [ -e "$DEPS/stamp/apt-update-trixie" ] ||
+	{ echo "tls-stacks: run make static first" >&2; exit 1; }
+for t in autoreconf libtoolize; do
+	command -v $t >/dev/null || { apt-get update -q && apt-get install -y -q autoconf automake libtool; break; }
+done
+mkdir -p "$W/src"
+log() { echo "tls-stacks: $*"; }
+run() {
+	logf=$1; shift
+	if ! "$@" >"$logf" 2>&1; then
+		tail -n 30 "$logf" >&2
+		echo "tls-stacks: failed: $* (log: $logf)" >&2
+		exit 1
+	fi
+}
+A=$DEPS/apt-trixie
+APTOPTS="-q -o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/nonexistent
+ -o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache -o Dir::State::Status=/var/lib/dpkg/status
+ -o Debug::NoLocking=1 -o APT::Sandbox::User=root -o Acquire::Languages=none"
+# src PKG: its Debian 13 source, unpacked with Debian's patches, in $W/src/PKG.
+# (apt-get source --download-only checks the files' hashes; gnutls28's
+# upstream signature file is missing on the mirrors, which makes a plain
+# apt-get source fail after the download, so dpkg-source unpacks.)
+src() {
+	[ -d "$W/src/$1" ] && return 0
+	log "apt-get source $1"
+	mkdir -p "$W/dl"
+	# shellcheck disable=SC2086
+	(cd "$W/dl" && apt-get $APTOPTS source --download-only "$1" >"$W/dl/$1.log" 2>&1) || true
+	dsc=$(ls "$W/dl/$1"_*.dsc 2>/dev/null | sort -V | tail -n 1)
+	[ -n "$dsc" ] || { tail -n 5 "$W/dl/$1.log" >&2; exit 1; }
+	rm -rf "$W/src/$1.tmp"
+	run "$W/dl/$1.unpack.log" dpkg-source --no-check -x "$dsc" "$W/src/$1.tmp"
+	mv "$W/src/$1.tmp" "$W/src/$1"
+}
+# prefix P: a prefix with the deps tree's nghttp2 (its .pc pointing there).
+prefix() {
+	mkdir -p "$1/include" "$1/lib/pkgconfig"
+	cp -a "$DEPS/prefix/include/nghttp2" "$1/include/"
+	cp "$DEPS/prefix/lib/libnghttp2.a" "$1/lib/"
+	sed -e "s|^prefix=.*|prefix=$1|" -e 's|^exec_prefix=.*|exec_prefix=${prefix}|' \
+	    -e 's|^libdir=.*|libdir=${exec_prefix}/lib|' -e 's|^includedir=.*|includedir=${prefix}/include|' \
+	    "$DEPS/prefix/lib/pkgconfig/libnghttp2.pc" >"$1/lib/pkgconfig/libnghttp2.pc"
+}
+# curl P NAME OPTION... [LIBS]: curl 8.14 (the deps tree's source) into P.
+curl_into() {
+	p=$1 name=$2 libs=$3; shift 3
+	c=$W/curl-$name
+	rm -rf "$c" && cp -a "$DEPS/src/curl-trixie" "$c"
+	(cd "$c" && make distclean >/dev/null 2>&1 || true)
+	log "building curl with $name"
+	(cd "$c" && run "$c.configure.log" env CC=musl-gcc \
+		CFLAGS="-Os -ffunction-sections -fdata-sections -fPIE -I$DEPS/kernel-include" \
+		CPPFLAGS="-I$p/include" LDFLAGS="-L$p/lib" LIBS="$libs" \
+		PKG_CONFIG_LIBDIR="$p/lib/pkgconfig" PKG_CONFIG_PATH= \
+		./configure --prefix="$p" --disable-shared --enable-static "$@" \
+		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
+		--with-nghttp2="$p" --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
+		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path \
+		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
+		--disable-pop3 --disable-imap --disable-smtp --disable-gopher --disable-mqtt --disable-smb \
+		--disable-ftp --disable-file --disable-manual --disable-docs --disable-ntlm \
+		--disable-cookies --disable-alt-svc --disable-hsts --disable-doh --disable-netrc \
+		--disable-unix-sockets --disable-dateparse --disable-mime --disable-form-api \
+		--disable-websockets --disable-ipfs --disable-versioned-symbols --enable-threaded-resolver)
+	(cd "$c" && run "$c.build.log" make -j"$JOBS" -C lib install && run "$c.hdr.log" make -C include install)
+}
+# client P NAME LIB...: bench/tls-get.c against P.
+client() {
+	p=$1 name=$2; shift 2
+	musl-gcc -O2 -std=gnu11 -Wall -Wextra -Werror -static -I"$p/include" -o "$OUT/bench-tls-get-$name" \
+		"$ROOT/bench/tls-get.c" -L"$p/lib" -Wl,--gc-sections \
+		-Wl,--whole-archive "$DEPS/prefix/lib/libmimalloc.a" -Wl,--no-whole-archive -lcurl -lnghttp2 "$@"
+	log "built $OUT/bench-tls-get-$name"
+}
+CF="-O2 -ffunction-sections -fdata-sections -fPIE"
+
+# --- wolfSSL (GPL-2+): TLS 1.2/1.3, ALPN, SNI, X25519 and P-256 with its
+# single-precision math and x86-64 assembly; Debian's tree has no configure.
+P=$W/wolfssl
+if [ ! -e "$P/lib/libcurl.a" ]; then
+	src wolfssl
+	s=$W/src/wolfssl
+	log "building wolfssl"
+	(cd "$s" && run "$s.autogen.log" ./autogen.sh && run "$s.configure.log" env CC=musl-gcc \
+		CFLAGS="$CF -I$DEPS/kernel-include" ./configure --prefix="$P" --enable-static --disable-shared \
+		--enable-curl --enable-tls13 --enable-sp=yes --enable-sp-asm --enable-aesni --enable-intelasm \
+		--enable-curve25519 --enable-ecc --enable-sni --enable-alpn --enable-session-ticket \
+		--disable-oldtls --disable-examples --disable-crypttests --disable-benchmark &&
+		run "$s.build.log" make -j"$JOBS" && run "$s.install.log" make install)
+	prefix "$P"
+	curl_into "$P" wolfssl "" --with-wolfssl="$P" --without-openssl --without-mbedtls --without-gnutls
+fi
+client "$P" wolfssl -lwolfssl -lm -lpthread
+
+# --- GnuTLS (LGPL-2.1+) with nettle and GMP (LGPL-3+ or GPL-2+): GMP for
+# generic x86-64 (not this machine's CPU), nettle without IFUNC (musl's
+# static binaries have none; its configure test passes anyway).
+P=$W/gnutls
+if [ ! -e "$P/lib/libcurl.a" ]; then
+	src gmp
+	src nettle
+	src gnutls28
+	s=$W/src/gmp
+	log "building gmp"
+	# A Debian patch edits configure.ac (its doc/ is gone from the dfsg tree).
+	(cd "$s" && run "$s.autoreconf.log" autoreconf -fi && run "$s.configure.log" env CC=musl-gcc \
+		CFLAGS="$CF" ./configure --prefix="$P" --build=x86_64-pc-linux-gnu --host=x86_64-pc-linux-gnu \
+		--disable-shared --enable-static --disable-cxx --disable-fat &&
+		run "$s.build.log" make -j"$JOBS" && run "$s.install.log" make install)
+	s=$W/src/nettle
+	log "building nettle"
+	(cd "$s" && run "$s.configure.log" env nettle_cv_link_ifunc=no CC=musl-gcc CFLAGS="$CF" \
+		./configure --prefix="$P" --libdir="$P/lib" --disable-shared --enable-static --disable-openssl \
+		--disable-documentation --with-include-path="$P/include" --with-lib-path="$P/lib" &&
+		run "$s.build.log" make -j"$JOBS" && run "$s.install.log" make install)
+	s=$W/src/gnutls28
+	log "building gnutls"
+	(cd "$s" && run "$s.configure.log" env CC=musl-gcc CFLAGS="$CF -I$DEPS/kernel-include" \
+		CPPFLAGS="-I$P/include" LDFLAGS="-L$P/lib" PKG_CONFIG_LIBDIR="$P/lib/pkgconfig" PKG_CONFIG_PATH= \
+		./configure --prefix="$P" --libdir="$P/lib" --disable-maintainer-mode --disable-shared \
+		--enable-static --with-included-libtasn1 --with-included-unistring --without-p11-kit \
+		--without-idn --without-brotli --without-zstd --without-zlib --without-tpm --without-tpm2 \
+		--without-leancrypto --without-liboqs --disable-tools --disable-doc --disable-manpages \
+		--disable-tests --disable-cxx --disable-nls --disable-libdane --disable-anon-authentication \
+		--disable-dsa --disable-gost --disable-dtls-srtp-support --disable-valgrind-tests \
+		--disable-full-test-suite --disable-gtk-doc &&
+		run "$s.build.log" make -j"$JOBS" && run "$s.install.log" make install)
+	prefix "$P"
+	# curl's --with-gnutls probe links plain -lgnutls: its libraries in LIBS.
+	curl_into "$P" gnutls "-lhogweed -lnettle -lgmp" --with-gnutls="$P" --without-openssl \
+		--without-wolfssl --without-mbedtls --with-ca-fallback
+fi
+client "$P" gnutls -lgnutls -lhogweed -lnettle -lgmp -lm -lpthread
