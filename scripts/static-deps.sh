@@ -111,7 +111,9 @@ fetch() { # source package, release -> $SRC/<pkg>-<release> (unpacked, Debian pa
 # things about certificates), and it offers the hybrid post-quantum key
 # exchange (X25519MLKEM768) that Go 1.24's crypto/tls, the API server's,
 # negotiates by default.  The price is size: the binary grows from 1.4 MB
-# to 4.7 MB.
+# to 4.7 MB.  wolfSSL 5.7 and GnuTLS 3.8 cost one connection less (bench/tls,
+# scripts/tls-stacks.sh builds them: 0.35-0.47 and 0.71-0.91 of OpenSSL's
+# CPU), but wolfSSL is GPL-2+ and neither offers X25519MLKEM768.
 # Built with musl, static, libcrypto and libssl only, without what a TLS
 # 1.2/1.3 client of the API server never uses (old ciphers, DTLS/QUIC,
 # engines, modules, CMS/CMP/OCSP/CT, DSA/DH, ...).  No configuration file
