@@ -197,13 +197,12 @@ static int nvml_query(const struct nvml_api *m, const struct gpu_info_env *e, in
 }
 
 /* An answer into the result, as gpu_device_query fills the same fields. */
-static int nvml_answer_copy(const struct nvml_answer *a, struct smoke_result *r)
+static void nvml_answer_copy(const struct nvml_answer *a, struct smoke_result *r)
 {
 	r->cuda_driver = a->driver;
 	r->gpu_count = a->count;
 	np_text_clean(r->gpu, sizeof(r->gpu), a->dev->name, NP_TEXT_ASCII);
 	np_text_clean(r->gpu_bus, sizeof(r->gpu_bus), a->dev->bus_id, NP_TEXT_ASCII);
-	return 0;
 }
 
 /* 0 when NVML answered (r filled), -1 when the runtime must. */
@@ -228,11 +227,11 @@ static int nvml_info(const struct gpu_info_env *e, int gpu, struct smoke_result 
 		struct gpu_nvml_dev devs[GPU_NVML_MAX];
 		struct nvml_answer a;
 		ret = nvml_query(&m, e, gpu, devs, &a);
-		if (ret == 0 && e->exiting)
-			return nvml_answer_copy(&a, r); /* the process's exit shuts NVML down */
-		m.Shutdown();
 		if (ret == 0)
 			nvml_answer_copy(&a, r);
+		if (ret == 0 && e->exiting)
+			return 0; /* the process's exit shuts NVML down */
+		m.Shutdown();
 	}
 	dlclose(h);
 	return ret;
