@@ -85,7 +85,7 @@ LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(sort $(filter-out bench/netns-exec.c bench/tls-get.c,$(wildcard bench/*.c)))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%) $(BUILD)/bench-netns-exec
 
-.PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps image image-full fuzz fuzz-build fuzz-seeds
+.PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps static-bench image image-full fuzz fuzz-build fuzz-seeds
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -120,8 +120,7 @@ static-deps:
 	@scripts/static-deps.sh $(STATIC_DIR)/deps
 
 static: static-deps
-	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug \
-		$(STATIC_DIR)/bench-tls-get
+	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/nicpick.debug
 	strip -o $(STATIC_DIR)/nicpick $(STATIC_DIR)/nicpick.debug
 	@mkdir -p $(STATIC_DIR)/links && ln -sfn nicpick $(STATIC_DIR)/links/kubectl-nicpick
 	@$(MAKE) --no-print-directory SANITIZE= $(STATIC_DIR)/nicpick-smoke
@@ -220,6 +219,7 @@ test: deps
 	done
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory image
+	@$(MAKE) --no-print-directory static-bench
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory apiserver-test
 
@@ -243,7 +243,13 @@ $(filter-out $(BUILD)/bench-netns-exec,$(BENCH_BIN)): $(BUILD)/bench-%: bench/%.
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
 # bench/tls's client, in the static tree only (it links libcurl, which the
-# dynamic build loads at run time): linked like the release binary.
+# dynamic build loads at run time): linked like the release binary.  Not
+# part of `make static`, which the image's build stage runs without bench/
+# (.dockerignore); `make test` builds it, so that CI compiles it, and
+# `make bench`.
+static-bench: static
+	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/bench-tls-get
+
 $(STATIC_DIR)/bench-tls-get: bench/tls-get.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
@@ -256,7 +262,7 @@ $(BUILD)/bench-netns-exec: bench/netns-exec.c
 	@mkdir -p $(@D)
 	$(BENCH_LAUNCH_CC) -O2 -std=gnu11 -Wall -Wextra -Werror -static -o $@ $<
 
-bench: deps all static $(BENCH_BIN)
+bench: deps all static-bench $(BENCH_BIN)
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:

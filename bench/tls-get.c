@@ -6,7 +6,8 @@
  *
  *   bench-tls-get URL CA-FILE TOKEN     exit 0 when the answer was 200
  *
- * `make static` builds it against OpenSSL (build/static/bench-tls-get);
+ * `make static-bench` (also `make test`, `make bench`) builds it against
+ * OpenSSL (build/static/bench-tls-get);
  * scripts/tls-stacks.sh against wolfSSL and GnuTLS beside it. */
 #include <stdio.h>
 #include <stdlib.h>
