@@ -19,16 +19,9 @@ STAMP=$DIR/stamp
 JOBS=$(nproc 2>/dev/null || echo 2)
 mkdir -p "$PREFIX/include" "$PREFIX/lib" "$SRC" "$STAMP"
 
-log() { echo "static-deps: $*"; }
-# Quiet unless it fails: then the tail of the log says why.
-run() {
-	logf=$1; shift
-	if ! "$@" >"$logf" 2>&1; then
-		tail -n 40 "$logf" >&2
-		echo "static-deps: failed: $* (log: $logf)" >&2
-		exit 1
-	fi
-}
+NAME=static-deps
+# log, run (quiet unless it fails), aptopts and curl's common options.
+. "$(dirname "$0")/deps-lib.sh"
 
 # musl-gcc sees only musl's headers; libnl needs the kernel's uapi headers
 # (linux-libc-dev), which are libc-independent.
@@ -48,13 +41,8 @@ export PKG_CONFIG_LIBDIR=$PREFIX/lib/pkgconfig
 export PKG_CONFIG_PATH=
 
 # --- sources: apt-get source through a private apt state per Debian release
-# (bookworm: Debian 12, trixie: Debian 13), each with only deb-src lines.
-aptopts() { # release -> apt-get options for its private state
-	a=$DIR/apt-$1
-	echo "-q -o Dir::Etc::SourceList=$a/sources.list -o Dir::Etc::SourceParts=/nonexistent
- -o Dir::State::Lists=$a/lists -o Dir::Cache=$a/cache -o Dir::State::Status=/var/lib/dpkg/status
- -o Debug::NoLocking=1 -o APT::Sandbox::User=root -o Acquire::Languages=none"
-}
+# (bookworm: Debian 12, trixie: Debian 13), each with only deb-src lines
+# (aptopts: deps-lib.sh).
 apt_update() { # release
 	rel=$1
 	[ -e "$STAMP/apt-update-$rel" ] && return 0
@@ -238,27 +226,17 @@ build_curl() {
 	# A tree an earlier version of this script configured for mbedTLS.
 	if [ -f Makefile ]; then run "$c.distclean.log" make distclean; fi
 	rm -rf "$PREFIX"/lib/libmbed*.a "$PREFIX/include/mbedtls" "$PREFIX/include/psa"
-	# Only what nicpick uses: HTTP(S) with OpenSSL, HTTP/2 with nghttp2,
-	# through a proxy from the environment as every libcurl does.  No other protocol, no compression,
-	# no IDN/PSL/GSSAPI/LDAP.  No CA bundle of its own: in a pod nicpick
+	# Only what nicpick uses (deps-lib.sh, CURL_CONFIG), with OpenSSL and
+	# nghttp2.  No CA bundle of its own: in a pod nicpick
 	# names the service account's CA; a kubeconfig without one (the kubectl
 	# plugin on a workstation, a publicly trusted server) falls back to
 	# OpenSSL's default store, /etc/ssl/certs, as kubectl uses the system's
 	# roots then.  curl takes that store only when no CA is named
 	# (lib/vtls/openssl.c, CURL_CA_FALLBACK), so a named CA is the only one.
-	run "$c.configure.log" ./configure --prefix="$PREFIX" --disable-shared --enable-static \
+	# shellcheck disable=SC2086
+	run "$c.configure.log" ./configure --prefix="$PREFIX" $CURL_CONFIG \
 		--with-openssl="$PREFIX" --without-mbedtls --without-gnutls --without-wolfssl \
-		--disable-openssl-auto-load-config \
-		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
-		--with-nghttp2="$PREFIX" --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
-		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path --with-ca-fallback \
-		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
-		--disable-pop3 --disable-imap --disable-smtp --disable-gopher --disable-mqtt --disable-smb \
-		--disable-ftp --disable-file --disable-manual --disable-docs --disable-ntlm \
-		--disable-cookies --disable-alt-svc --disable-hsts --disable-doh --disable-netrc \
-		--disable-unix-sockets --disable-dateparse --disable-mime --disable-form-api \
-		--disable-websockets --disable-ipfs \
-		--disable-versioned-symbols --enable-threaded-resolver
+		--disable-openssl-auto-load-config --with-nghttp2="$PREFIX" --with-ca-fallback
 	run "$c.build.log" make -j"$JOBS" -C lib install
 	run "$c.headers.log" make -C include install
 	run "$c.pc.log" make install-pkgconfigDATA

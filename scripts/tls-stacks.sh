@@ -20,19 +20,9 @@ for t in autoreconf libtoolize; do
 	command -v $t >/dev/null || { apt-get update -q && apt-get install -y -q autoconf automake libtool; break; }
 done
 mkdir -p "$W/src"
-log() { echo "tls-stacks: $*"; }
-run() {
-	logf=$1; shift
-	if ! "$@" >"$logf" 2>&1; then
-		tail -n 30 "$logf" >&2
-		echo "tls-stacks: failed: $* (log: $logf)" >&2
-		exit 1
-	fi
-}
-A=$DEPS/apt-trixie
-APTOPTS="-q -o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/nonexistent
- -o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache -o Dir::State::Status=/var/lib/dpkg/status
- -o Debug::NoLocking=1 -o APT::Sandbox::User=root -o Acquire::Languages=none"
+NAME=tls-stacks DIR=$DEPS
+# log, run, aptopts and curl's common options, as static-deps.sh has them.
+. "$ROOT/scripts/deps-lib.sh"
 # src PKG: its Debian 13 source, unpacked with Debian's patches, in $W/src/PKG.
 # (apt-get source --download-only checks the files' hashes; gnutls28's
 # upstream signature file is missing on the mirrors, which makes a plain
@@ -42,7 +32,7 @@ src() {
 	log "apt-get source $1"
 	mkdir -p "$W/dl"
 	# shellcheck disable=SC2086
-	(cd "$W/dl" && apt-get $APTOPTS source --download-only "$1" >"$W/dl/$1.log" 2>&1) || true
+	(cd "$W/dl" && apt-get $(aptopts trixie) source --download-only "$1" >"$W/dl/$1.log" 2>&1) || true
 	dsc=$(ls "$W/dl/$1"_*.dsc 2>/dev/null | sort -V | tail -n 1)
 	[ -n "$dsc" ] || { tail -n 5 "$W/dl/$1.log" >&2; exit 1; }
 	rm -rf "$W/src/$1.tmp"
@@ -69,16 +59,7 @@ curl_into() {
 		CFLAGS="-Os -ffunction-sections -fdata-sections -fPIE -I$DEPS/kernel-include" \
 		CPPFLAGS="-I$p/include" LDFLAGS="-L$p/lib" LIBS="$libs" \
 		PKG_CONFIG_LIBDIR="$p/lib/pkgconfig" PKG_CONFIG_PATH= \
-		./configure --prefix="$p" --disable-shared --enable-static "$@" \
-		--without-zlib --without-brotli --without-zstd --without-libidn2 --without-libpsl \
-		--with-nghttp2="$p" --without-nghttp3 --without-ngtcp2 --without-libssh2 --without-libssh \
-		--without-librtmp --without-gssapi --without-ca-bundle --without-ca-path \
-		--disable-ldap --disable-ldaps --disable-rtsp --disable-dict --disable-telnet --disable-tftp \
-		--disable-pop3 --disable-imap --disable-smtp --disable-gopher --disable-mqtt --disable-smb \
-		--disable-ftp --disable-file --disable-manual --disable-docs --disable-ntlm \
-		--disable-cookies --disable-alt-svc --disable-hsts --disable-doh --disable-netrc \
-		--disable-unix-sockets --disable-dateparse --disable-mime --disable-form-api \
-		--disable-websockets --disable-ipfs --disable-versioned-symbols --enable-threaded-resolver)
+		./configure --prefix="$p" $CURL_CONFIG --with-nghttp2="$p" "$@")
 	(cd "$c" && run "$c.build.log" make -j"$JOBS" -C lib install && run "$c.hdr.log" make -C include install)
 }
 # client P NAME LIB...: bench/tls-get.c against P.
