@@ -164,6 +164,16 @@ def wait_for_verb(c, p, verb, timeout=20):
     raise AssertionError(f"{p.name}: no {verb} within {timeout} s\n{diag(c)}")
 
 
+def follower_then_gatherer(c, **fault):
+    """Start the follower, add fault once its watch is open, then start the
+    gatherer: what the fault hits comes from inside the follower's watch."""
+    g, f = c.pods
+    f.start("--expect", "2", *COMMON)
+    wait_for_verb(c, f, "watch")
+    c.server.add_fault(**fault)
+    g.start("--expect", "2", *COMMON)
+
+
 def statuses(c, p, verb):
     """Answers to p's requests of verb on pods (None: no answer, the stream refused)."""
     return [r["status"] for r in c.server.requests()
@@ -186,10 +196,7 @@ def test_a_refused_stream_is_sent_again_and_the_job_agrees(make_cluster, binary,
     g, f = c.pods
     fault = dict(kind="reset", h2="refused_stream", token=f.token, verb=verb, count=1)
     if verb == "patch":
-        f.start("--expect", "2", *COMMON)
-        wait_for_verb(c, f, "watch")
-        c.server.add_fault(**fault)
-        g.start("--expect", "2", *COMMON)
+        follower_then_gatherer(c, **fault)
         c.wait_all(timeout=60)
         assert [p.rc for p in c.pods] == [0, 0], diag(c)
         conns = c.server.counters()["connections"]
@@ -227,7 +234,6 @@ def test_a_stream_refused_past_curls_retries_is_retried_after_a_wait(make_cluste
     assert (t["connections"], t["h2"], t["h1"]) == (7, 7, 0), (t, diag(c))
 
 
-
 def libcurl_version(binary):
     """(major, minor) of the libcurl binary runs with: the release build's is linked
     in (scripts/static-deps.sh, its headers under build/static/deps/prefix), the dev
@@ -261,10 +267,7 @@ def flood_while_the_follower_writes(c, events, hold_ms, retries=0):
     is its report) hold_ms at the server, and meanwhile write events big ones
     to the gatherer's pod, which the follower watches; returns when both exit."""
     g, f = c.pods
-    f.start("--expect", "2", *COMMON)
-    wait_for_verb(c, f, "watch")
-    c.server.add_fault(kind="delay", ms=hold_ms, verb="patch", token=f.token, count=1)
-    g.start("--expect", "2", *COMMON)
+    follower_then_gatherer(c, kind="delay", ms=hold_ms, verb="patch", token=f.token, count=1)
     deadline = time.monotonic() + 20
     while c.server.counters()["by_token"][f.token]["verbs"].get("patch", 0) < 2:
         assert time.monotonic() < deadline, diag(c)
