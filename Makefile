@@ -247,7 +247,7 @@ $(filter-out $(BUILD)/bench-netns-exec,$(BENCH_BIN)): $(BUILD)/bench-%: bench/%.
 # part of `make static`, which the image's build stage runs without bench/
 # (.dockerignore); `make test` builds it, so that CI compiles it, and
 # `make bench`.
-static-bench: static
+static-bench: static-deps
 	@$(MAKE) --no-print-directory STATIC=1 SANITIZE= BUILD=$(STATIC_DIR) $(STATIC_DIR)/bench-tls-get
 
 $(STATIC_DIR)/bench-tls-get: bench/tls-get.c
@@ -262,7 +262,7 @@ $(BUILD)/bench-netns-exec: bench/netns-exec.c
 	@mkdir -p $(@D)
 	$(BENCH_LAUNCH_CC) -O2 -std=gnu11 -Wall -Wextra -Werror -static -o $@ $<
 
-bench: deps all static-bench $(BENCH_BIN)
+bench: deps all static static-bench $(BENCH_BIN)
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
 
 clean:
