@@ -49,13 +49,15 @@ make_switch() {
 # start_api DIR PODS LIFETIME: the test API server (tools/kubeapi) in $S on
 # 192.168.100.1, its state in DIR/api (emptied first: a warm machine keeps
 # /tmp, never read another run's server), one token per pod (tok-R, also
-# written to DIR/token-R).  Needs ROOT and PYTHON; sets APIPID, URL, ADMIN.
+# written to DIR/token-R).  Needs ROOT and PYTHON, and the Python h2
+# library: on the GPU machine, which has none, PYTHONPATH naming Debian's
+# python3-h2, -hpack and -hyperframe unpacked.  Sets APIPID, URL, ADMIN.
 start_api() {
 	local d=$1 n=$2 life=$3 r
 	rm -rf "$d/api"; mkdir -p "$d/api"
 	"$PYTHON" -c "import json,sys; print(json.dumps({f'tok-{i}': 'system:serviceaccount:train:nicpick' for i in range(int(sys.argv[1]))}))" \
 		"$n" >"$d/tokens.json"
-	ip netns exec "$S" env PYTHONPATH="$ROOT" "$PYTHON" -m tools.kubeapi --state-dir "$d/api" \
+	ip netns exec "$S" env PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m tools.kubeapi --state-dir "$d/api" \
 		--listen 192.168.100.1 --san 192.168.100.1 --namespace train --tokens @"$d/tokens.json" \
 		--max-lifetime "$life" >"$d/api.log" 2>&1 &
 	APIPID=$!
