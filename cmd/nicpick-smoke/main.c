@@ -8,8 +8,10 @@
  *                     [--no-links]     (busbw only: no ring link timing, for --tune's runs)
  *
  * NCCL_COMM_ID and the NCCL variables come from the environment; info reads
+ * NICPICK_DRIVER_ROOT (where the driver's /proc and /dev are, default /),
+ * NICPICK_CUDA_LIB (the driver's library, default libcuda.so.1),
  * NICPICK_NVML_LIB (where NVML is, default libnvidia-ml.so.1),
- * CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
+ * CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.
  * Exit: 0 passed, 6 failed (the message says why), 2 usage. */
 #include <errno.h>
 #include <getopt.h>
@@ -152,10 +154,14 @@ int main(int argc, char **argv)
 				  .cudart_lib = cudart && *cudart ? cudart : NULL,
 				  .prefixes = prefixes };
 	struct gpu_libs libs;
-	/* info: NVML where it is there, no CUDA context (lib/gpu/nvml.c). */
-	const char *nvml = getenv("NICPICK_NVML_LIB");
-	struct gpu_info_env ie = { .nvml_lib = nvml && *nvml ? nvml : NULL,
+	/* info: the driver's files or NVML, no CUDA context (lib/gpu/procfs.c). */
+	const char *nvml = getenv("NICPICK_NVML_LIB"), *root = getenv("NICPICK_DRIVER_ROOT"),
+		   *cuda = getenv("NICPICK_CUDA_LIB");
+	struct gpu_info_env ie = { .driver_root = root && *root ? root : NULL,
+				   .cuda_lib = cuda && *cuda ? cuda : NULL,
+				   .nvml_lib = nvml && *nvml ? nvml : NULL,
 				   .visible_devices = getenv("CUDA_VISIBLE_DEVICES"),
+				   .nvidia_visible_devices = getenv("NVIDIA_VISIBLE_DEVICES"),
 				   .device_order = getenv("CUDA_DEVICE_ORDER"),
 				   .exiting = true /* finish() follows */ };
 	if (gpu_libs_load(&s, &libs, &r, &err) < 0 ||

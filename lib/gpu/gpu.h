@@ -104,17 +104,22 @@ int gpu_device_query(const struct gpu_libs *l, int gpu, bool select, struct smok
 /* The versions step (`nicpick-smoke info`) without a CUDA context: the
  * runtime's first call that reaches the driver (cudaDriverGetVersion
  * already) loads and initialises it, 195 ms of CPU on an H200, where NVML
- * answers the same questions in about 25 ms (docs/smoke.md).  So info
- * reads the driver, the GPUs and the model through NVML, and the versions
- * through ncclGetVersion and cudaRuntimeGetVersion (gpu_libs_load), none
- * of which initialises CUDA.  NVML ignores CUDA_VISIBLE_DEVICES and
- * CUDA_DEVICE_ORDER, so the runtime's view is rebuilt from them
- * (gpu_visible_map); whenever that is in doubt, or NVML is missing or
- * fails, the CUDA runtime answers as before (gpu_device_query), with the
- * same fields and the same errors. */
+ * answers the same questions in about 20 ms and the driver's own files
+ * with libcuda's cuDriverGetVersion in about 2 ms (docs/smoke.md).  So
+ * info reads the driver, the GPUs and the model from the driver's procfs
+ * files and libcuda (lib/gpu/procfs.c), else through NVML (nvml.c), and
+ * the versions through ncclGetVersion and cudaRuntimeGetVersion
+ * (gpu_libs_load), none of which initialises CUDA.  Neither source knows
+ * CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER, so the runtime's view is
+ * rebuilt from them (gpu_visible_map); whenever that is in doubt, or both
+ * sources are missing or fail, the CUDA runtime answers as before
+ * (gpu_device_query), with the same fields and the same errors. */
 struct gpu_info_env {
+	const char *driver_root;     /* NICPICK_DRIVER_ROOT, or NULL: the driver's /proc and /dev */
+	const char *cuda_lib;        /* NICPICK_CUDA_LIB, or NULL: libcuda.so.1 */
 	const char *nvml_lib;        /* NICPICK_NVML_LIB, or NULL: libnvidia-ml.so.1 */
 	const char *visible_devices; /* CUDA_VISIBLE_DEVICES, or NULL (unset) */
+	const char *nvidia_visible_devices; /* NVIDIA_VISIBLE_DEVICES, or NULL */
 	const char *device_order;    /* CUDA_DEVICE_ORDER, or NULL (unset) */
 	/* The caller exits as soon as this returns (the companion's info):
 	 * when NVML answered, it is left to the process's exit instead of
@@ -122,13 +127,14 @@ struct gpu_info_env {
 	 * descriptors frees what its clients held (NVIDIA's
 	 * open-gpu-kernel-modules, kernel-open/nvidia/nv.c: nvidia_close ->
 	 * nvidia_close_callback -> rm_cleanup_file_private), and nvmlShutdown
-	 * costs 2.5 ms of CPU and of wall on an H200 (tests/gpu/info_steps.c). */
+	 * costs 2.5 ms of CPU and of wall on an H200 (tests/gpu/info_steps.c).
+	 * libcuda, when it answered, is left loaded the same way. */
 	bool exiting;
 };
 int gpu_device_info(const struct gpu_libs *l, const struct gpu_info_env *e, int gpu,
 		      struct smoke_result *r, np_error *err);
 
-/* One GPU as NVML describes it. */
+/* One GPU as NVML (or the driver's procfs) describes it. */
 #define GPU_NVML_MAX 64
 struct gpu_nvml_dev {
 	unsigned int domain, bus, device;
@@ -136,6 +142,27 @@ struct gpu_nvml_dev {
 	char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE]; /* "" when not read */
 	char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
 };
+/* PCI order of two GPUs: domain, bus, device. */
+int gpu_pci_cmp(const struct gpu_nvml_dev *a, const struct gpu_nvml_dev *b);
+/* The answer of either source into the result, as gpu_device_query fills
+ * the same fields: the driver's CUDA version, the CUDA-visible count and
+ * the device ordinal gpu's model and bus id. */
+void gpu_info_answer(int driver, int count, const struct gpu_nvml_dev *d, struct smoke_result *r);
+
+/* One GPU as the driver's /proc/driver/nvidia/gpus/<bus>/information
+ * describes it (lib/gpu/procfs.c). */
+struct gpu_procfs_gpu {
+	struct gpu_nvml_dev dev; /* uuid "" when the file has none */
+	unsigned int function, minor;
+	bool excluded; /* "GPU Excluded: Yes" */
+};
+/* The file's text into g; -1 when a field is missing, repeated or out of
+ * its format. */
+int gpu_procfs_parse(const char *text, struct gpu_procfs_gpu *g);
+/* 0 when the driver's files and libcuda answered (r filled), -1 when NVML
+ * or the runtime must. */
+int gpu_procfs_info(const struct gpu_info_env *e, int gpu, struct smoke_result *r);
+
 /* The devices the CUDA runtime would enumerate, in its order, as indices
  * into devs (NVML's order): map[k] is CUDA ordinal k.  Returns how many
  * (>= 1), or -1 when the runtime's answer cannot be known for sure from

@@ -1,7 +1,8 @@
-/* The parts of NCCL's, the CUDA runtime's and NVML's C API that the smoke
- * test calls, declared as nccl.h, cuda_runtime_api.h and nvml.h declare
- * them, so that the dlopen tables in load.c and nvml.c are typed from the
- * real prototypes (__typeof__(&ncclAllReduce)).  None of these headers
+/* The parts of NCCL's, the CUDA runtime's, NVML's and the CUDA driver's C
+ * API that the smoke test calls, declared as nccl.h, cuda_runtime_api.h,
+ * nvml.h and cuda.h declare them, so that the dlopen tables in load.c,
+ * nvml.c and procfs.c are typed from the real prototypes
+ * (__typeof__(&ncclAllReduce)).  None of these headers
  * ships in Debian; building
  * with -DNICPICK_REAL_GPU_HEADERS (tests/gpu does, on the GPU machine)
  * uses the real headers instead, so a prototype that drifted is a compile
@@ -135,6 +136,18 @@ extern nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *
 extern nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
 extern nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
 					 unsigned int *pendingMode);
+#endif
+
+/* ---- the CUDA driver API (cuda.h): only its version call ---- */
+#if defined(NICPICK_REAL_GPU_HEADERS) && __has_include(<cuda.h>)
+#include <cuda.h>
+#else
+typedef enum cudaError_enum {
+	CUDA_SUCCESS = 0,
+	CUDA_ERROR_INVALID_VALUE = 1,
+	CUDA_ERROR_STUB_LIBRARY = 34
+} CUresult;
+extern CUresult cuDriverGetVersion(int *driverVersion);
 #endif
 
 #define SMOKE_NCCL_API_MAGIC 0xcafebeefu

@@ -37,7 +37,7 @@ struct nvml_api {
 	__typeof__(&nvmlDeviceGetMigMode) DeviceGetMigMode; /* optional: drivers before MIG lack it */
 };
 
-static int pci_cmp(const struct gpu_nvml_dev *a, const struct gpu_nvml_dev *b)
+int gpu_pci_cmp(const struct gpu_nvml_dev *a, const struct gpu_nvml_dev *b)
 {
 	if (a->domain != b->domain)
 		return a->domain < b->domain ? -1 : 1;
@@ -90,7 +90,7 @@ int gpu_visible_map(const char *visible, const char *order, const struct gpu_nvm
 	size_t all[GPU_NVML_MAX];
 	for (size_t i = 0; i < n; i++) {
 		size_t j = i;
-		for (; j > 0 && pci_cmp(&devs[all[j - 1]], &devs[i]) > 0; j--)
+		for (; j > 0 && gpu_pci_cmp(&devs[all[j - 1]], &devs[i]) > 0; j--)
 			all[j] = all[j - 1];
 		all[j] = i;
 	}
@@ -196,13 +196,12 @@ static int nvml_query(const struct nvml_api *m, const struct gpu_info_env *e, in
 	return 0;
 }
 
-/* An answer into the result, as gpu_device_query fills the same fields. */
-static void nvml_answer_copy(const struct nvml_answer *a, struct smoke_result *r)
+void gpu_info_answer(int driver, int count, const struct gpu_nvml_dev *d, struct smoke_result *r)
 {
-	r->cuda_driver = a->driver;
-	r->gpu_count = a->count;
-	np_text_clean(r->gpu, sizeof(r->gpu), a->dev->name, NP_TEXT_ASCII);
-	np_text_clean(r->gpu_bus, sizeof(r->gpu_bus), a->dev->bus_id, NP_TEXT_ASCII);
+	r->cuda_driver = driver;
+	r->gpu_count = count;
+	np_text_clean(r->gpu, sizeof(r->gpu), d->name, NP_TEXT_ASCII);
+	np_text_clean(r->gpu_bus, sizeof(r->gpu_bus), d->bus_id, NP_TEXT_ASCII);
 }
 
 /* 0 when NVML answered (r filled), -1 when the runtime must. */
@@ -228,7 +227,7 @@ static int nvml_info(const struct gpu_info_env *e, int gpu, struct smoke_result 
 		struct nvml_answer a;
 		ret = nvml_query(&m, e, gpu, devs, &a);
 		if (ret == 0)
-			nvml_answer_copy(&a, r);
+			gpu_info_answer(a.driver, a.count, a.dev, r);
 		if (ret == 0 && e->exiting)
 			return 0; /* the process's exit shuts NVML down */
 		m.Shutdown();
@@ -241,7 +240,7 @@ int gpu_device_info(const struct gpu_libs *l, const struct gpu_info_env *e, int 
 		      struct smoke_result *r, np_error *err)
 {
 	r->phase = SMOKE_PHASE_DEVICE;
-	if (nvml_info(e, gpu, r) == 0)
+	if (gpu_procfs_info(e, gpu, r) == 0 || nvml_info(e, gpu, r) == 0)
 		return 0;
 	return gpu_device_query(l, gpu, false, r, err);
 }

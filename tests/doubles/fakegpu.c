@@ -1,6 +1,7 @@
 /* TEST DOUBLE — never shipped, built only for the tests.
  *
- * A stand-in for libnccl.so.2 and libcudart.so with the same C API
+ * A stand-in for libnccl.so.2, libcudart.so, libnvidia-ml.so.1 and
+ * libcuda.so.1's version call with the same C API
  * (lib/gpu/gpu_api.h), so that CPU-only CI can drive nicpick-smoke through
  * NCCL's and CUDA's behaviours, good and bad.  "Device" memory is host
  * memory.  The all-reduce is real across processes: each rank drops its
@@ -80,8 +81,8 @@
  * unexpected error").  Every NVML call before nvmlInit_v2 or after the
  * last nvmlShutdown is NVML_ERROR_UNINITIALIZED, as documented for each.
  *
- * FAKEGPU_TRACE=FILE: each call that reaches the driver (the runtime's
- * cudaDriverGetVersion, cudaGetDeviceCount, cudaGetDeviceProperties,
+ * FAKEGPU_TRACE=FILE: each call that reaches the driver (libcuda's
+ * cuDriverGetVersion, the runtime's cudaDriverGetVersion, cudaGetDeviceCount, cudaGetDeviceProperties,
  * cudaDeviceGetPCIBusId, cudaSetDevice: the first of them loads and
  * initialises CUDA, 0.2 s on an H200) and NVML's init and shutdown append
  * their name, one a line.
@@ -467,6 +468,26 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned in
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*cur = *pending = getenv("FAKEGPU_MIG") ? NVML_DEVICE_MIG_ENABLE : 0;
 	return NVML_SUCCESS;
+}
+
+/* ---- the CUDA driver (libcuda.so.1) ---- */
+
+/* cuDriverGetVersion, the one driver call nicpick makes (lib/gpu/procfs.c):
+ * no cuInit needed, it initialises nothing (it answered 13000 without one
+ * on an H200, driver 580).  Under nodriver the library nicpick loads is the
+ * toolkit's stub (lib64/stubs/libcuda.so, which images sometimes carry
+ * where no driver is), and every call of a stub returns
+ * CUDA_ERROR_STUB_LIBRARY (cuda.h: "the CUDA driver that the application
+ * has loaded is a stub library"). */
+CUresult cuDriverGetVersion(int *v)
+{
+	trace("cuDriverGetVersion");
+	if (!v)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (is("nodriver"))
+		return CUDA_ERROR_STUB_LIBRARY;
+	*v = 13000;
+	return CUDA_SUCCESS;
 }
 
 /* ---- CUDA runtime ---- */

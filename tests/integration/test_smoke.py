@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import shutil
+import stat
 import subprocess
 import time
 
@@ -38,9 +39,14 @@ def gpu_env(fakegpu, tmp_path, monkeypatch):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("NCCL_", "FAKEGPU_", "NICPICK_NCCL", "NICPICK_CUDART"))}
     env = {k: v for k, v in env.items()
-           if k not in ("NICPICK_NVML_LIB", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
-    # NVML too, as on a GPU node: the versions step reads it (lib/gpu/nvml.c)
+           if k not in ("NICPICK_NVML_LIB", "NICPICK_CUDA_LIB", "NICPICK_DRIVER_ROOT",
+                        "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")}
+    # NVML and libcuda too, as on a GPU node: the versions step reads them
+    # (lib/gpu/nvml.c, procfs.c).  The driver's /proc and /dev are not this
+    # machine's: an empty tree, so NVML answers unless a test builds one
+    # (driver_tree).
     env.update(NICPICK_NCCL_LIB=fakegpu, NICPICK_CUDART_LIB=fakegpu, NICPICK_NVML_LIB=fakegpu,
+               NICPICK_CUDA_LIB=fakegpu, NICPICK_DRIVER_ROOT=str(tmp_path / "no-driver"),
                FAKEGPU_DIR=str(d))
     return env
 
@@ -323,6 +329,128 @@ def info(nicpick_bin, env, tmp_path, *args):
                        timeout=30)
     assert p.stdout.strip(), p.stderr
     return p.returncode, json.loads(p.stdout), trace.read_text().split() if trace.exists() else []
+
+
+def driver_tree(root, n=1, names=None, *, absent=(), excluded=(), mig=(), caps=False,
+                minors=None, edit=None):
+    """/proc/driver/nvidia and /dev under root as the NVIDIA driver and the
+    device plugin leave them for the double's n GPUs (GPU i at bus
+    0x1a + 0x10 i, its UUID as the double's).  The file is in the format of
+    open-gpu-kernel-modules' kernel-open/nvidia/nv-procfs.c
+    (nv_procfs_read_gpu_info; tests/unit/test_gpu.c has an H200's byte for
+    byte).  absent: GPUs whose /dev/nvidia<minor> this container lacks (the
+    node's other GPUs, which procfs shows under CDI); mig: GPUs with a MIG
+    GPU instance; caps: the MIG config and monitor capabilities and their
+    /dev/nvidia-caps nodes, which a node with MIG off has too; minors[i]: GPU i's minor
+    (default i); edit(i, text): GPU i's file rewritten."""
+    names = names or ["Fake GPU (test double)"] * n
+    minors = minors or list(range(n))
+    (root / "dev").mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        bus = f"0000:{0x1a + 0x10 * i:02x}:00.0"
+        d = root / "proc/driver/nvidia/gpus" / bus
+        d.mkdir(parents=True)
+        text = (f"Model: \t\t {names[i]}\nIRQ:   \t\t {41 + i}\n"
+                f"GPU UUID: \t {UUID.format(i)}\nVideo BIOS: \t 96.00.a5.00.1a\n"
+                f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
+                f"Bus Location: \t {bus}\nDevice Minor: \t {minors[i]}\n"
+                f"GPU Firmware: \t 580.159.04\n"
+                f"GPU Excluded:\t {'Yes' if i in excluded else 'No'}\n")
+        (d / "information").write_text(edit(i, text) if edit else text)
+        cap = root / f"proc/driver/nvidia/capabilities/gpu{minors[i]}/mig"
+        cap.mkdir(parents=True)
+        if i in mig:
+            (cap / "gi1").mkdir()
+            (cap / "gi1" / "access").write_text("DeviceFileMinor: 3\nDeviceFileMode: 292\n")
+        if i not in absent:
+            os.mknod(root / "dev" / f"nvidia{minors[i]}", 0o666 | stat.S_IFCHR,
+                     os.makedev(195, minors[i]))
+    if caps:  # the MIG config and monitor capabilities, as on the H200 with MIG off
+        (root / "dev/nvidia-caps").mkdir()
+        (root / "proc/driver/nvidia/capabilities/mig").mkdir()
+        for m, name, mode in ((1, "config", 0o400), (2, "monitor", 0o444)):
+            os.mknod(root / f"dev/nvidia-caps/nvidia-cap{m}", mode | stat.S_IFCHR,
+                     os.makedev(241, m))
+            (root / f"proc/driver/nvidia/capabilities/mig/{name}").write_text(
+                f"DeviceFileMinor: {m}\nDeviceFileMode: {mode}\nDeviceFileModify: 1\n")
+    return root
+
+
+@pytest.mark.parametrize("extra,tree,args,bus", [
+    ({}, {}, (), "0000:1A:00.0"),
+    ({}, {"caps": True}, (), "0000:1A:00.0"),
+    ({"FAKEGPU_GPUS": "4"}, {"n": 4, "minors": [3, 2, 1, 0]}, ("--gpu", "1"), "0000:2A:00.0"),
+    ({"FAKEGPU_GPUS": "4", "CUDA_VISIBLE_DEVICES": "3,1"}, {"n": 4}, ("--gpu", "0"),
+     "0000:4A:00.0"),
+    ({"FAKEGPU_GPUS": "4", "CUDA_VISIBLE_DEVICES": UUID.format(2) + ",GPU-01"}, {"n": 4},
+     ("--gpu", "1"), "0000:2A:00.0"),
+    ({"FAKEGPU_GPUS": "3", "FAKEGPU_GPU_NAMES": "NVIDIA L4,NVIDIA H200,NVIDIA L4",
+      "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, {"n": 3, "names": ["NVIDIA L4", "NVIDIA H200",
+                                                             "NVIDIA L4"]},
+     ("--gpu", "1"), "0000:2A:00.0"),
+], ids=["one-gpu", "mig-off-capabilities", "minors-are-not-cuda-order", "indices",
+        "uuid-and-prefix", "mixed-models-in-pci-order"])
+def test_info_reads_the_drivers_files_and_libcuda_and_reports_what_the_runtime_would(
+        nicpick_bin, gpu_env, tmp_path, extra, tree, args, bus):
+    env = dict(gpu_env, NICPICK_DRIVER_ROOT=str(driver_tree(tmp_path / "drv", **tree)), **extra)
+    rc, fast, calls = info(nicpick_bin, env, tmp_path, *args)
+    assert rc == 0 and fast["ok"], fast
+    # Neither NVML nor the runtime: libcuda's version call only.
+    assert calls == ["cuDriverGetVersion"], calls
+    assert fast["gpu"]["bus"] == bus, fast
+    rc, slow, calls = info(nicpick_bin, dict(env, **NO_NVML, NICPICK_DRIVER_ROOT="/nonexistent"),
+                           tmp_path, *args)
+    assert rc == 0 and "cudaGetDeviceCount" in calls, calls
+    assert fast == slow, "the driver's files and the runtime differ"
+
+
+def test_info_counts_only_the_gpus_whose_device_node_this_container_has(nicpick_bin, gpu_env,
+                                                                        tmp_path):
+    """Under CDI procfs lists every GPU of the node; the device plugin puts
+    only this container's /dev/nvidia<minor> in it.  The double's runtime
+    sees GPU 2 alone through CUDA_VISIBLE_DEVICES, as the container would."""
+    tree = driver_tree(tmp_path / "drv", 4, absent=(0, 1, 3))
+    env = dict(gpu_env, NICPICK_DRIVER_ROOT=str(tree), FAKEGPU_GPUS="4")
+    rc, got, calls = info(nicpick_bin, env, tmp_path)
+    assert rc == 0 and calls == ["cuDriverGetVersion"], (got, calls)
+    assert (got["gpu"]["bus"], got["gpu"]["count"]) == ("0000:3A:00.0", 1), got
+    want = info(nicpick_bin, dict(env, **NO_NVML, NICPICK_DRIVER_ROOT="/nonexistent",
+                                  CUDA_VISIBLE_DEVICES="2"), tmp_path)[1]
+    assert got == want
+    # an excluded GPU (NVreg_ExcludedGpus) is no CUDA device either
+    tree = driver_tree(tmp_path / "drv2", 2, excluded=(0,))
+    rc, got, calls = info(nicpick_bin, dict(env, NICPICK_DRIVER_ROOT=str(tree)), tmp_path)
+    assert rc == 0 and calls == ["cuDriverGetVersion"] and got["gpu"]["count"] == 1, got
+    assert got["gpu"]["bus"] == "0000:2A:00.0", got
+
+
+def _bad_bus(i, text):
+    return text.replace("Bus Location: \t 0000:1a:00.0", "Bus Location: \t 1a:00.0")
+
+
+@pytest.mark.parametrize("extra,tree", [
+    ({}, {"mig": (0,)}),
+    ({"NVIDIA_VISIBLE_DEVICES": "MIG-" + UUID.format(0)}, {}),
+    ({"CUDA_VISIBLE_DEVICES": "MIG-" + UUID.format(0) + "/1/0"}, {}),
+    ({}, {"edit": _bad_bus}),
+    ({}, {"edit": lambda i, t: t.replace("Device Minor", "Minor")}),
+    ({}, {"edit": lambda i, t: t.replace(".0\nDevice", ".1\nDevice")}),
+    ({}, {"absent": (0,)}),
+    ({"FAKEGPU_MODE": "nodriver"}, {}),
+    ({"NICPICK_CUDA_LIB": "/nonexistent/libcuda.so.1"}, {}),
+    ({"FAKEGPU_GPUS": "2", "FAKEGPU_GPU_NAMES": "NVIDIA L4,NVIDIA H200"},
+     {"n": 2, "names": ["NVIDIA L4", "NVIDIA H200"]}),
+    ({"CUDA_VISIBLE_DEVICES": ""}, {}),
+], ids=["mig-instance", "mig-nvidia-visible", "mig-cuda-visible", "bad-bus",
+        "no-minor", "function-1", "no-device-node", "stub-libcuda", "no-libcuda",
+        "mixed-models-fastest-first", "empty-visible"])
+def test_info_leaves_what_the_drivers_files_cannot_settle_to_nvml(nicpick_bin, gpu_env, tmp_path,
+                                                                  extra, tree):
+    env = dict(gpu_env, NICPICK_DRIVER_ROOT=str(driver_tree(tmp_path / "drv", **tree)), **extra)
+    rc, got, calls = info(nicpick_bin, env, tmp_path)
+    assert "nvmlInit_v2" in calls, calls
+    want = info(nicpick_bin, dict(env, NICPICK_DRIVER_ROOT="/nonexistent"), tmp_path)[:2]
+    assert (rc, got) == want, "the same answer, the same error, as NVML's"
 
 
 @pytest.mark.parametrize("extra,args,bus", [

@@ -113,18 +113,27 @@ def test_select_with_the_smoke_step_is_valgrind_clean(nicpick_bin, tmp_path):
             os.environ.pop(k, None)
 
 
-@pytest.mark.parametrize("nvml", ["fake", "/nonexistent/libnvidia-ml.so.1"], ids=["nvml", "runtime"])
-def test_companion_info_both_ways_is_valgrind_clean(nicpick_bin, monkeypatch, nvml):
-    """nicpick-smoke info through NVML (dlopen, init, every GPU; NVML is
-    left to the exit) and through the runtime when NVML is missing, against the
-    test double with four GPUs and a CUDA_VISIBLE_DEVICES list."""
+@pytest.mark.parametrize("nvml", ["driver", "fake", "/nonexistent/libnvidia-ml.so.1"],
+                         ids=["driver-files", "nvml", "runtime"])
+def test_companion_info_every_way_is_valgrind_clean(nicpick_bin, monkeypatch, tmp_path, nvml):
+    """nicpick-smoke info through the driver's files and libcuda (a tree of
+    four GPUs; libcuda is left to the exit), through NVML (dlopen, init,
+    every GPU; NVML is left to the exit) and through the runtime when NVML
+    is missing, against the test double with four GPUs and a
+    CUDA_VISIBLE_DEVICES list."""
+    from test_smoke import driver_tree
     fake = os.environ.get("NICPICK_FAKEGPU") or os.path.join(ROOT, "build", "tests", "libfakegpu.so")
     assert os.path.isfile(fake), "make builds the NCCL/CUDA test double"
-    for k, v in dict(NICPICK_NCCL_LIB=fake, NICPICK_CUDART_LIB=fake,
-                     NICPICK_NVML_LIB=fake if nvml == "fake" else nvml, FAKEGPU_GPUS="4",
-                     CUDA_VISIBLE_DEVICES="2,0").items():
+    root = driver_tree(tmp_path / "drv", 4) if nvml == "driver" else tmp_path / "no-driver"
+    for k, v in dict(NICPICK_NCCL_LIB=fake, NICPICK_CUDART_LIB=fake, NICPICK_CUDA_LIB=fake,
+                     NICPICK_DRIVER_ROOT=str(root),
+                     NICPICK_NVML_LIB=nvml if nvml.startswith("/") else fake, FAKEGPU_GPUS="4",
+                     CUDA_VISIBLE_DEVICES="2,0", FAKEGPU_TRACE=str(tmp_path / "trace")).items():
         monkeypatch.setenv(k, v)
     companion = os.path.join(os.path.dirname(nicpick_bin), "nicpick-smoke")
     r = valgrind(companion, "info", "--gpu", "0")
     got = json.loads(r.stdout)
     assert got["ok"] is True and got["gpu"]["bus"] == "0000:3A:00.0" and got["gpu"]["count"] == 2, got
+    calls = (tmp_path / "trace").read_text().split()
+    assert calls[0] == {"driver": "cuDriverGetVersion", "fake": "nvmlInit_v2"}.get(
+        nvml, "cudaDriverGetVersion"), calls

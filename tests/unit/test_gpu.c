@@ -241,6 +241,91 @@ static void visible_devices_in_doubt_are_left_to_the_runtime(void **state)
 	assert_false(gpu_visible_by_uuid(NULL));
 }
 
+/* /proc/driver/nvidia/gpus/0000:00:06.0/information as an H200 wrote it
+ * (driver 580.159.04, open kernel module; nv-procfs.c
+ * nv_procfs_read_gpu_info), byte for byte. */
+static const char h200_info[] =
+	"Model: \t\t NVIDIA H200\n"
+	"IRQ:   \t\t 41\n"
+	"GPU UUID: \t GPU-1e0cbfb9-dcd4-f6e0-af00-7c26f4df2310\n"
+	"Video BIOS: \t 96.00.a5.00.1a\n"
+	"Bus Type: \t PCIe\n"
+	"DMA Size: \t 52 bits\n"
+	"DMA Mask: \t 0xfffffffffffff\n"
+	"Bus Location: \t 0000:00:06.0\n"
+	"Device Minor: \t 0\n"
+	"GPU Firmware: \t 580.159.04\n"
+	"GPU Excluded:\t No\n";
+
+static void procfs_information_reads_as_the_driver_writes_it(void **state)
+{
+	struct gpu_procfs_gpu g;
+	assert_int_equal(gpu_procfs_parse(h200_info, &g), 0);
+	assert_string_equal(g.dev.name, "NVIDIA H200");
+	assert_string_equal(g.dev.uuid, "GPU-1e0cbfb9-dcd4-f6e0-af00-7c26f4df2310");
+	assert_string_equal(g.dev.bus_id, "0000:00:06.0");
+	assert_int_equal(g.dev.bus, 0);
+	assert_int_equal(g.dev.device, 6);
+	assert_int_equal(g.minor, 0);
+	assert_false(g.excluded);
+	/* The driver prints the bus in lower case; NVML and the runtime in
+	 * upper case ("%04X:%02X:%02X.0"), which the result carries. */
+	char text[sizeof(h200_info) + 64];
+	snprintf(text, sizeof(text), "Model: \t\t NVIDIA H100 80GB HBM3\nBus Location: \t 0001:1a:1f.0\n"
+				     "Device Minor: \t 7\nGPU Excluded:\t Yes\n");
+	assert_int_equal(gpu_procfs_parse(text, &g), 0);
+	assert_string_equal(g.dev.name, "NVIDIA H100 80GB HBM3");
+	assert_string_equal(g.dev.bus_id, "0001:1A:1F.0");
+	assert_string_equal(g.dev.uuid, "");
+	assert_int_equal(g.dev.domain, 1);
+	assert_int_equal(g.minor, 7);
+	assert_true(g.excluded);
+	/* a function other than 0 parses; procfs.c leaves that GPU to NVML */
+	snprintf(text, sizeof(text), "Model: \t\t X\nBus Location: \t 0000:1a:00.1\nDevice Minor: \t 1\n");
+	assert_int_equal(gpu_procfs_parse(text, &g), 0);
+	assert_int_equal(g.function, 1);
+}
+
+static void procfs_information_out_of_format_is_refused(void **state)
+{
+	static const char *const bad[] = {
+		"", /* nothing */
+		"Bus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\n", /* no model */
+		"Model: \t\t A\nModel: \t\t B\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\n",
+		"Model: \t\t \nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\n", /* empty */
+		"Model: \t\t A\nDevice Minor: \t 0\n",                            /* no bus */
+		"Model: \t\t A\nBus Location: \t 1a:00.0\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 0000:1g:00.0\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0 x\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0.0\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 10000:1a:00.0\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:20.0\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.8\nDevice Minor: \t 0\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\n", /* no minor */
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t -1\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 255\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 1x\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\nGPU UUID: \t MIG-1\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\nGPU Excluded:\t Maybe\n",
+		/* optional fields repeated or empty are refused, not taken as absent */
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\nGPU UUID: \t GPU-1\n"
+		"GPU UUID: \t GPU-2\n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\nGPU UUID: \t \n",
+		"Model: \t\t A\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\nGPU Excluded:\t No\n"
+		"GPU Excluded:\t Yes\n",
+		NULL,
+	};
+	struct gpu_procfs_gpu g;
+	for (size_t i = 0; bad[i]; i++)
+		if (gpu_procfs_parse(bad[i], &g) != -1)
+			fail_msg("read: '%s'", bad[i]);
+	/* a model longer than NVML's name buffer does not fit */
+	char text[512];
+	snprintf(text, sizeof(text),
+		 "Model: \t\t %0120d\nBus Location: \t 0000:1a:00.0\nDevice Minor: \t 0\n", 1);
+	assert_int_equal(gpu_procfs_parse(text, &g), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -252,6 +337,8 @@ int main(void)
 		cmocka_unit_test(an_explicit_path_that_is_no_library_names_it),
 		cmocka_unit_test(visible_devices_map_as_the_runtime_enumerates),
 		cmocka_unit_test(visible_devices_in_doubt_are_left_to_the_runtime),
+		cmocka_unit_test(procfs_information_reads_as_the_driver_writes_it),
+		cmocka_unit_test(procfs_information_out_of_format_is_refused),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
