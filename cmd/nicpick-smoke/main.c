@@ -152,7 +152,8 @@ int main(int argc, char **argv)
 	const char *nccl = getenv("NICPICK_NCCL_LIB"), *cudart = getenv("NICPICK_CUDART_LIB");
 	struct gpu_search s = { .nccl_lib = nccl && *nccl ? nccl : NULL,
 				  .cudart_lib = cudart && *cudart ? cudart : NULL,
-				  .prefixes = prefixes };
+				  .prefixes = prefixes,
+				  .lazy = !run };
 	struct gpu_libs libs;
 	/* info: the driver's files or NVML, no CUDA context (lib/gpu/procfs.c). */
 	const char *nvml = getenv("NICPICK_NVML_LIB"), *root = getenv("NICPICK_DRIVER_ROOT"),

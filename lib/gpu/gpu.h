@@ -69,6 +69,11 @@ struct gpu_search {
 	const char *nccl_lib;   /* NICPICK_NCCL_LIB, or NULL */
 	const char *cudart_lib; /* NICPICK_CUDART_LIB, or NULL */
 	const char *const *prefixes; /* python prefixes (NULL-terminated), or NULL */
+	/* RTLD_LAZY for info, which calls only the version functions: 0.3 ms
+	 * less of a process's CPU for NCCL 2.28's dlopen on an H200 host
+	 * (docs/smoke.md).  run binds at load (RTLD_NOW), so a library that
+	 * lacks a symbol it needs fails there, not in the middle of the test. */
+	bool lazy;
 };
 
 /* Python prefixes from the environment: $VIRTUAL_ENV, $CONDA_PREFIX, the

@@ -93,10 +93,10 @@ static void note(char *tried, size_t len, const char *what, const char *why)
 }
 
 /* dlopen and remember where it really came from. */
-static void *open_lib(const char *name, char *path, size_t path_len, char *tried, size_t tried_len,
-		      const char *probe_sym)
+static void *open_lib(const struct gpu_search *s, const char *name, char *path, size_t path_len,
+		      char *tried, size_t tried_len, const char *probe_sym)
 {
-	void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	void *h = dlopen(name, (s->lazy ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
 		note(tried, tried_len, name, e ? e : "cannot load");
@@ -137,13 +137,13 @@ size_t gpu_wheel_paths(const char *const *prefixes, bool nccl, char out[][SMOKE_
 	return n;
 }
 
-static void *open_globs(const char *const *prefixes, bool nccl, char *path, size_t path_len,
+static void *open_globs(const struct gpu_search *s, bool nccl, char *path, size_t path_len,
 			char *tried, size_t tried_len, const char *probe_sym)
 {
 	static char found[32][SMOKE_PATH_MAX];
-	size_t n = gpu_wheel_paths(prefixes, nccl, found, 32);
+	size_t n = gpu_wheel_paths(s->prefixes, nccl, found, 32);
 	for (size_t i = 0; i < n; i++) {
-		void *h = open_lib(found[i], path, path_len, tried, tried_len, probe_sym);
+		void *h = open_lib(s, found[i], path, path_len, tried, tried_len, probe_sym);
 		if (h)
 			return h;
 	}
@@ -170,15 +170,15 @@ int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_r
 
 	/* The CUDA runtime first: NCCL needs the driver it talks to. */
 	if (s->cudart_lib) {
-		l->cudart_h = open_lib(s->cudart_lib, l->cudart_path, sizeof(l->cudart_path), tried,
+		l->cudart_h = open_lib(s, s->cudart_lib, l->cudart_path, sizeof(l->cudart_path), tried,
 				       sizeof(tried), "cudaGetDeviceCount");
 	} else {
 		for (size_t i = 0; !l->cudart_h && cudart_sonames[i]; i++)
-			l->cudart_h = open_lib(cudart_sonames[i], l->cudart_path,
+			l->cudart_h = open_lib(s, cudart_sonames[i], l->cudart_path,
 					       sizeof(l->cudart_path), tried, sizeof(tried),
 					       "cudaGetDeviceCount");
 		if (!l->cudart_h)
-			l->cudart_h = open_globs(s->prefixes, false, l->cudart_path,
+			l->cudart_h = open_globs(s, false, l->cudart_path,
 						 sizeof(l->cudart_path), tried, sizeof(tried),
 						 "cudaGetDeviceCount");
 	}
@@ -189,13 +189,13 @@ int gpu_libs_load(const struct gpu_search *s, struct gpu_libs *l, struct smoke_r
 	}
 	tried[0] = '\0';
 	if (s->nccl_lib) {
-		l->nccl_h = open_lib(s->nccl_lib, l->nccl_path, sizeof(l->nccl_path), tried,
+		l->nccl_h = open_lib(s, s->nccl_lib, l->nccl_path, sizeof(l->nccl_path), tried,
 				     sizeof(tried), "ncclGetVersion");
 	} else {
-		l->nccl_h = open_lib("libnccl.so.2", l->nccl_path, sizeof(l->nccl_path), tried,
+		l->nccl_h = open_lib(s, "libnccl.so.2", l->nccl_path, sizeof(l->nccl_path), tried,
 				     sizeof(tried), "ncclGetVersion");
 		if (!l->nccl_h)
-			l->nccl_h = open_globs(s->prefixes, true, l->nccl_path,
+			l->nccl_h = open_globs(s, true, l->nccl_path,
 					       sizeof(l->nccl_path), tried, sizeof(tried),
 					       "ncclGetVersion");
 	}
