@@ -567,3 +567,79 @@ users:
                                          f"    server: {net.url}\n    certificate-authority: /other-ca.crt\n"))
     p = in_root(net.node, pod_root, "status", "job", env=env)
     assert p.returncode == 5 and "SSL certificate problem" in p.stderr, p.stderr
+
+
+@pytest.fixture(params=["ec", "rsa", "rsa-pss"])
+def net_keys(request, netns, tmp_path, monkeypatch):
+    """The API server with each kind of certificate a cluster's CA makes:
+    ECDSA P-256, RSA-2048 (kubeadm's) and RSA-2048 signed with RSASSA-PSS
+    (tools/kubeapi/tls.py, KUBEAPI_CERT_KEY)."""
+    monkeypatch.setenv("KUBEAPI_CERT_KEY", request.param)
+    n = podnet.PodNet(netns, tmp_path).start()
+    yield n
+    n.close()
+
+
+def client_key_and_cert(ca, ca_key, d, form):
+    """A client key in one of the forms a kubeconfig carries (kubeadm writes
+    PKCS#1 RSA and SEC1 EC keys; openssl req, PKCS#8) and its certificate
+    for system:admin, signed by the API server's CA."""
+    gen = {"rsa-pkcs1": ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"],
+           "ec-sec1": ["ecparam", "-name", "prime256v1", "-genkey", "-noout"],
+           "ec-pkcs8": ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]}[form]
+    key, csr, crt, ext = (d / f"{form}.{n}" for n in ("key", "csr", "crt", "ext"))
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True, timeout=60)  # noqa: E731
+    run(*gen, "-out", str(key))
+    if form == "rsa-pkcs1":
+        run("rsa", "-traditional", "-in", str(key), "-out", str(key))
+    ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    run("req", "-new", "-key", str(key), "-out", str(csr), "-subj", "/CN=system:admin")
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-set_serial", "9",
+        "-days", "2", "-out", str(crt), "-extfile", str(ext))
+    head = key.read_text().splitlines()[0]
+    assert head == {"rsa-pkcs1": "-----BEGIN RSA PRIVATE KEY-----",
+                    "ec-sec1": "-----BEGIN EC PRIVATE KEY-----",
+                    "ec-pkcs8": "-----BEGIN PRIVATE KEY-----"}[form], head
+    return key, crt
+
+
+def test_static_verifies_each_kind_of_certificate_and_signs_with_each_kind_of_key(net_keys, pod_root):
+    """The release binary's OpenSSL, built without most of its algorithms
+    and started without the legacy cipher-name table (cmd/nicpick/main.c),
+    verifies a server certificate of each kind (an RSASSA-PSS signature
+    looks its digests up by NID: rsa_ameth.c) and signs the handshake with
+    a client key of each form."""
+    net = net_keys
+    install_sa(net, pod_root)
+    p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "30")
+    assert_selected(p, net, pod_root)
+    ca = pathlib.Path(net.ca_path)
+    sig = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", str(ca)], check=True,
+                         capture_output=True, text=True, timeout=30).stdout
+    want = {"ec": "ecdsa-with-SHA256", "rsa": "sha256WithRSAEncryption",
+            "rsa-pss": "rsassaPss"}[os.environ["KUBEAPI_CERT_KEY"]]
+    assert f"Signature Algorithm: {want}" in sig, sig
+    shutil.copy(ca, pod_root / "ca.crt")
+    for form in ("rsa-pkcs1", "ec-sec1", "ec-pkcs8"):
+        key, crt = client_key_and_cert(ca, ca.parent / "ca.key", pod_root, form)
+        kc = pod_root / f"kc-{form}"
+        kc.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: {net.url}
+    certificate-authority: /ca.crt
+contexts:
+- name: c
+  context: {{cluster: c, user: u, namespace: {podnet.NAMESPACE}}}
+current-context: c
+users:
+- name: u
+  user:
+    client-certificate: /{crt.name}
+    client-key: /{key.name}
+""")
+        p = in_root(net.node, pod_root, "status", "job", env={"KUBECONFIG": f"/{kc.name}", "HOME": "/"})
+        assert p.returncode == 0, (form, p.stdout, p.stderr)
+        assert "decided" in p.stdout, (form, p.stdout)

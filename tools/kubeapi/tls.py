@@ -22,11 +22,18 @@ def ensure_certs(state_dir, sans):
         if r.returncode != 0:
             raise RuntimeError(f"openssl {' '.join(args)} failed: {r.stderr}")
     # ECDSA P-256 by default; KUBEAPI_CERT_KEY=rsa: RSA-2048, as kubeadm makes
-    # (bench/agree measures a pod's TLS cost against both).
-    ec = ["-newkey", "rsa:2048", "-nodes"] if os.environ.get("KUBEAPI_CERT_KEY") == "rsa" \
+    # (bench/agree measures a pod's TLS cost against both); rsa-pss: RSA-2048
+    # keys, the certificates signed with RSASSA-PSS, as a CA that signs with
+    # PSS makes them (test_static: the release binary verifies all three).
+    kind = os.environ.get("KUBEAPI_CERT_KEY", "ec")
+    if kind not in ("ec", "rsa", "rsa-pss"):
+        raise ValueError(f"KUBEAPI_CERT_KEY={kind}: ec, rsa or rsa-pss")
+    ec = ["-newkey", "rsa:2048", "-nodes"] if kind != "ec" \
         else ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    sig = ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:digest"] \
+        if kind == "rsa-pss" else []
     if not (os.path.exists(p("ca.crt")) and os.path.exists(p("ca.key"))):
-        run("req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "3650",
+        run("req", "-x509", *ec, *sig, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "3650",
             "-subj", "/CN=nicpick-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
         for n in ("server.crt", "sans"):
@@ -40,7 +47,7 @@ def ensure_certs(state_dir, sans):
                     "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n")
         run("req", "-new", *ec, "-keyout", p("server.key"), "-out", p("server.csr"),
             "-subj", "/CN=kube-apiserver")
-        run("x509", "-req", "-in", p("server.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+        run("x509", "-req", *sig, "-in", p("server.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
             "-set_serial", str(random.randrange(1, 2 ** 62)), "-days", "3650",
             "-out", p("server.crt"), "-extfile", p("server.ext"))
         with open(p("sans"), "w") as f:
