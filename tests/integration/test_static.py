@@ -426,23 +426,24 @@ def client_hello_groups(data):
     return supported, shares
 
 
-def status_kubeconfig(path, url, ca):
+def status_kubeconfig(path, url, ca, namespace="default", user="    token: t0ken\n"):
+    """A kubeconfig for `nicpick status`: url, ca (None: the kubeconfig
+    names no CA) and the user's lines."""
+    ca_line = f"    certificate-authority: {ca}\n" if ca else ""
     path.write_text(f"""apiVersion: v1
 kind: Config
 clusters:
 - name: c
   cluster:
     server: {url}
-    certificate-authority: {ca}
-contexts:
+{ca_line}contexts:
 - name: c
-  context: {{cluster: c, user: u, namespace: default}}
+  context: {{cluster: c, user: u, namespace: {namespace}}}
 current-context: c
 users:
 - name: u
   user:
-    token: t0ken
-""")
+{user}""")
     return path
 
 
@@ -532,22 +533,8 @@ def test_static_kubeconfig_without_a_ca_trusts_the_systems_store_only(net, pod_r
     trusted API server) is verified against the system's store,
     /etc/ssl/certs with OpenSSL's hashed names, as kubectl uses the system's
     roots; an image without one (FROM scratch) trusts nothing."""
-    kc = pod_root / "kubeconfig"
-    kc.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster:
-    server: {net.url}
-contexts:
-- name: c
-  context: {{cluster: c, user: u, namespace: {podnet.NAMESPACE}}}
-current-context: c
-users:
-- name: u
-  user:
-    token: {net.token_path.read_text().strip()}
-""")
+    kc = status_kubeconfig(pod_root / "kubeconfig", net.url, None, podnet.NAMESPACE,
+                           f"    token: {net.token_path.read_text().strip()}\n")
     env = {"KUBECONFIG": "/kubeconfig", "HOME": "/"}
     p = in_root(net.node, pod_root, "status", "job", env=env)
     assert p.returncode == 5, p.stderr
@@ -622,24 +609,8 @@ def test_static_verifies_each_kind_of_certificate_and_signs_with_each_kind_of_ke
     shutil.copy(ca, pod_root / "ca.crt")
     for form in ("rsa-pkcs1", "ec-sec1", "ec-pkcs8"):
         key, crt = client_key_and_cert(ca, ca.parent / "ca.key", pod_root, form)
-        kc = pod_root / f"kc-{form}"
-        kc.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster:
-    server: {net.url}
-    certificate-authority: /ca.crt
-contexts:
-- name: c
-  context: {{cluster: c, user: u, namespace: {podnet.NAMESPACE}}}
-current-context: c
-users:
-- name: u
-  user:
-    client-certificate: /{crt.name}
-    client-key: /{key.name}
-""")
+        kc = status_kubeconfig(pod_root / f"kc-{form}", net.url, "/ca.crt", podnet.NAMESPACE,
+                               f"    client-certificate: /{crt.name}\n    client-key: /{key.name}\n")
         p = in_root(net.node, pod_root, "status", "job", env={"KUBECONFIG": f"/{kc.name}", "HOME": "/"})
         assert p.returncode == 0, (form, p.stdout, p.stderr)
         assert "decided" in p.stdout, (form, p.stdout)
