@@ -2,7 +2,7 @@
  * plugin/pkg/client/auth/exec/exec.go runs them: KUBERNETES_EXEC_INFO
  * carries the ExecCredential input, v1 requires interactiveMode, v1beta1
  * defaults to IfAvailable, and a credential is used until
- * expirationTimestamp or a 401.  kubeconfig.c reads the plugin's entry;
+ * expirationTimestamp or a 401.  kubeconfig_file.c reads the plugin's entry;
  * this runs it and reads what it printed. */
 #include "k8s/kubeconfig.h"
 
