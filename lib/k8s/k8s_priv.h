@@ -250,10 +250,15 @@ int k8s_token_refresh(struct k8s_client *c, bool force, np_error *err);
 /* false when out of memory (dst is then still safe to free) */
 bool k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src);
 
+/* client.c */
+int64_t k8s_remaining_ms(const struct k8s_client *c); /* INT64_MAX: no deadline */
+uint32_t k8s_rand(struct k8s_client *c);
+
 /* http.c */
 int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err);
 void k8s_xfer_reset(struct k8s_xfer *x);
-int64_t k8s_remaining_ms(const struct k8s_client *c); /* INT64_MAX: no deadline */
+
+/* retry.c */
 /* Full jitter: uniform in [0, min(cap, base * 2^attempt)]. */
 long k8s_backoff_ms(unsigned attempt, long base_ms, long cap_ms, uint32_t rnd);
 /* Wait before a retry: Retry-After header seconds, else the Status'
@@ -262,8 +267,9 @@ long k8s_retry_after_ms(curl_off_t header_s, const json_t *status);
 /* Sleep ms; when that would end past the deadline, sleep until the deadline
  * and fail with "deadline exceeded while WHAT". */
 int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err);
-uint32_t k8s_rand(struct k8s_client *c);
 bool k8s_curl_retryable(CURLcode cc);
+
+/* curl.c */
 /* libcurl speaks HTTP/2 (built with nghttp2): twins then ask for h2. */
 bool k8s_curl_has_http2(void);
 /* An HTTP/2 stream may be paused and resumed safely: libcurl 8.14.0 and
@@ -274,7 +280,8 @@ bool k8s_curl_has_http2(void);
  * (curl/curl#16955, fixed by 5fbd78eb2d "http2: fix stream window size
  * after unpausing"). */
 bool k8s_curl_h2_pause_ok(void);
-/* What a failed transfer's curl text means, for the error line: sets
+
+/* http.c: what a failed transfer's curl text means, for the error line: sets
  * x->tls_refused and rewrites x->errbuf (also for the tests). */
 void k8s_xfer_explain(struct k8s_xfer *x);
 int k8s_request(struct k8s_client *c, const char *method, const char *path,

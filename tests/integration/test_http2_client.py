@@ -5,8 +5,8 @@ of it), and a server that speaks HTTP/1.1 only still gets a working job
 over two connections.  The test API server's connection counters (by the
 token of a connection's first request, by protocol) tell what each pod
 opened; its faults drop a watch the ways a real server does (GOAWAY, a
-dropped connection, RST_STREAM, REFUSED_STREAM).  lib/k8s/http.c (the twins) is
-the code.  The tests that matter to the libcurl underneath run with both
+dropped connection, RST_STREAM, REFUSED_STREAM).  lib/k8s/client.c (the twins) and
+http.c (the multi driver) are the code.  The tests that matter to the libcurl underneath run with both
 builds: the dev one (Debian 12's libcurl 7.88, dlopen'ed) and the release one
 (`make static`: libcurl 8.14 and nghttp2 linked in), which `make test` builds
 before the integration suite (its image target); without it they skip, and
