@@ -187,6 +187,12 @@ int k8s_exec_cred_parse(const char *json, size_t len, const char *api_version,
 			     out->cert_pem ? "clientKeyData" : "clientCertificateData");
 		goto out;
 	}
+	if (out->key_pem && k8s_pem_key_encrypted(out->key_pem)) {
+		np_error_set(err, NP_EK8S, 0,
+			     "its ExecCredential's status.clientKeyData is an encrypted key; kubectl "
+			     "and nicpick read only unencrypted ones");
+		goto out;
+	}
 	if (!out->token && !out->cert_pem) {
 		np_error_set(err, NP_EK8S, 0,
 			     "its ExecCredential has neither status.token nor "

@@ -260,6 +260,11 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	} else if (c->cfg.client_key_file) {
 		curl_easy_setopt(e, CURLOPT_SSLKEY, c->cfg.client_key_file);
 	}
+	/* An empty pass phrase: a key that became encrypted since the
+	 * kubeconfig was read (k8s_pem_key_encrypted) fails to load instead of
+	 * OpenSSL asking for one on the terminal (PEM_def_callback). */
+	if (key_pem || c->cfg.client_key_file)
+		curl_easy_setopt(e, CURLOPT_KEYPASSWD, "");
 	if (c->connect_to)
 		curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
 	if (c->cfg.insecure_skip_tls_verify) {

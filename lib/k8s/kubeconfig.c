@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "k8s/kubeconfig_file.h"
 #include "util/cleanup.h"
@@ -239,6 +240,41 @@ static int set_pair(const struct kc_file *f, const char *what, const char *file,
 	return 0;
 }
 
+bool k8s_pem_key_encrypted(const char *pem)
+{
+	return strstr(pem, "-----BEGIN ENCRYPTED PRIVATE KEY-----") ||
+	       strstr(pem, "\nProc-Type: 4,ENCRYPTED");
+}
+
+/* The client key, from its data or the head of its file (a key's PEM
+ * block and headers come first; 64 KiB holds any key nicpick can use),
+ * must not be encrypted. */
+static int key_readable(const struct kc_file *f, const struct kc_user *u, const char *file,
+			const char *pem, np_error *err)
+{
+	char head[64 << 10];
+	if (!pem) {
+		cleanup_fclose FILE *fp = file ? fopen(file, "re") : NULL;
+		if (!fp)
+			return file ? np_error_set(err, NP_EUSAGE, errno, "kubeconfig %s: client-key %s",
+						   f->path, file)
+				    : 0;
+		size_t n = fread(head, 1, sizeof(head) - 1, fp);
+		if (ferror(fp))
+			return np_error_set(err, NP_EUSAGE, EIO, "kubeconfig %s: client-key %s", f->path,
+					    file);
+		head[n] = '\0';
+		pem = head;
+	}
+	if (k8s_pem_key_encrypted(pem))
+		return np_error_set(err, NP_EUSAGE, 0,
+				    "kubeconfig %s: user \"%s\": %s is an encrypted key; kubectl "
+				    "and nicpick read only unencrypted ones, as openssl pkey writes "
+				    "them",
+				    f->path, u->name, file ? file : "client-key-data");
+	return 0;
+}
+
 static int set_user(struct k8s_config *cfg, const struct kc_file *f, const struct kc_user *u,
 		    np_error *err)
 {
@@ -248,6 +284,8 @@ static int set_user(struct k8s_config *cfg, const struct kc_file *f, const struc
 		     &cfg->client_cert_pem, err) < 0 ||
 	    set_pair(f, "client-key", u->key_file, u->key_data, &cfg->client_key_file,
 		     &cfg->client_key_pem, err) < 0)
+		return -1;
+	if (key_readable(f, u, cfg->client_key_file, cfg->client_key_pem, err) < 0)
 		return -1;
 	bool cert = cfg->client_cert_file || cfg->client_cert_pem;
 	bool key = cfg->client_key_file || cfg->client_key_pem;

@@ -30,6 +30,13 @@ struct k8s_kubeconfig_opts {
 int k8s_kubeconfig_load(struct k8s_config *cfg, const struct k8s_kubeconfig_opts *opts,
 			np_error *err);
 
+/* A PEM private key that is encrypted: a "-----BEGIN ENCRYPTED PRIVATE
+ * KEY-----" block (PKCS#8, RFC 5958) or a "Proc-Type: 4,ENCRYPTED" header
+ * (RFC 1421, OpenSSL's traditional keys).  client-go reads neither (Go's
+ * crypto/tls X509KeyPair: "tls: failed to parse private key"), and
+ * OpenSSL would ask for a pass phrase on the terminal. */
+bool k8s_pem_key_encrypted(const char *pem);
+
 /* An exec credential plugin, as the kubeconfig describes it. */
 struct k8s_exec {
 	char *api_version;  /* client.authentication.k8s.io/v1 or v1beta1 */

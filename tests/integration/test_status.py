@@ -428,6 +428,19 @@ def test_every_kubeconfig_shape_reads_the_job_or_says_what_is_wrong(make_cluster
     b64 = lambda p: base64.b64encode(p.read_bytes()).decode()  # noqa: E731
     ok(kubeconfig(c, d / "certdata", f"    client-certificate-data: {b64(crt)}\n"
                                      f"    client-key-data: {b64(key)}\n"))
+    # the same key encrypted, as `openssl pkcs8 -topk8` and `openssl ec
+    # -aes256` write it: refused at once with exit 2, as kubectl refuses it
+    # ("tls: failed to parse private key"), never a pass phrase prompt
+    for i, conv in enumerate((["pkcs8", "-topk8", "-v2", "aes-256-cbc"], ["ec", "-aes256"])):
+        enc = d / f"enc{i}.key"
+        openssl(*conv, "-in", str(key), "-passout", "pass:secret", "-out", str(enc))
+        assert "ENCRYPTED" in enc.read_text()
+        line = fails(kubeconfig(c, d / f"enc{i}", f"    client-certificate: {crt}\n    client-key: {enc}\n"),
+                     2, f"{enc} is an encrypted key; kubectl and nicpick read only unencrypted ones")
+        assert "pass phrase" not in line, line
+        fails(kubeconfig(c, d / f"encdata{i}", f"    client-certificate-data: {b64(crt)}\n"
+                                               f"    client-key-data: {b64(enc)}\n"),
+              2, "client-key-data is an encrypted key")
     # a certificate the server's CA did not sign: the server ends the TLS
     # session (the client sees an alert or a broken pipe, by TLS version)
     other = d / "other"

@@ -214,6 +214,54 @@ static void test_client_cert_and_ca_files(void **state)
 	load_fails(path_of("config"), NULL, "certificate-authority-data is not base64");
 }
 
+/* Encrypted client keys, in the two forms OpenSSL writes them (openssl ec
+ * -aes256: a traditional key with RFC 1421 headers; openssl pkcs8 -topk8:
+ * PKCS#8's EncryptedPrivateKeyInfo), are refused at load with the file or
+ * the field named, as kubectl refuses them ("tls: failed to parse private
+ * key"), instead of OpenSSL asking for a pass phrase on the terminal. */
+#define TRAD_ENC "-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"                    \
+		 "DEK-Info: AES-256-CBC,584C0CF798D03F66C1A0F2B6F2E1E3B4\n\nMHcCAQ\n"              \
+		 "-----END EC PRIVATE KEY-----\n"
+#define PKCS8_ENC "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIHsMFcGCSqG\n"                      \
+		  "-----END ENCRYPTED PRIVATE KEY-----\n"
+/* base64 of PKCS8_ENC */
+#define B64_PKCS8_ENC                                                                      \
+	"LS0tLS1CRUdJTiBFTkNSWVBURUQgUFJJVkFURSBLRVktLS0tLQpNSUhzTUZjR0NTcUcKLS0tLS1FTkQgRU5DUllQ" \
+	"VEVEIFBSSVZBVEUgS0VZLS0tLS0K"
+
+static void test_encrypted_client_keys_are_refused(void **state)
+{
+	(void)state;
+	const char *keys[] = { TRAD_ENC, PKCS8_ENC,
+			       /* CRLF line ends, as a key saved on Windows */
+			       "-----BEGIN RSA PRIVATE KEY-----\r\nProc-Type: 4,ENCRYPTED\r\n"
+			       "DEK-Info: AES-128-CBC,00\r\n\r\nMIIE\r\n-----END RSA PRIVATE KEY-----\r\n" };
+	write_file("u.crt", PEM_CERT, 0600);
+	write_file("config", CLUSTER("") "users:\n- name: u\n  user:\n    client-certificate: u.crt\n"
+		   "    client-key: u.key\n" CTX("u", ""), 0600);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		write_file("u.key", keys[i], 0600);
+		char want[600];
+		snprintf(want, sizeof(want), "user \"u\": %s is an encrypted key; kubectl and nicpick read "
+			 "only unencrypted ones, as openssl pkey writes them", path_of("u.key"));
+		assert_int_equal(load_fails(path_of("config"), NULL, want), NP_EUSAGE);
+	}
+	write_file("config", CLUSTER("") "users:\n- name: u\n  user:\n    client-certificate-data: "
+		   B64_CERT "\n    client-key-data: " B64_PKCS8_ENC "\n" CTX("u", ""), 0600);
+	assert_int_equal(load_fails(path_of("config"), NULL, "client-key-data is an encrypted key"),
+			 NP_EUSAGE);
+	/* An unencrypted key passes. */
+	write_file("u.key", "-----BEGIN PRIVATE KEY-----\nMIGHAgEA\n-----END PRIVATE KEY-----\n", 0600);
+	write_file("config", CLUSTER("") "users:\n- name: u\n  user:\n    client-certificate: u.crt\n"
+		   "    client-key: u.key\n" CTX("u", ""), 0600);
+	struct k8s_config cfg;
+	load_ok(&cfg, path_of("config"), NULL, NULL);
+	assert_string_equal(cfg.client_key_file, path_of("u.key"));
+	k8s_config_free(&cfg);
+	assert_false(k8s_pem_key_encrypted("-----BEGIN EC PRIVATE KEY-----\nMHcCAQ\n"));
+	assert_true(k8s_pem_key_encrypted(TRAD_ENC));
+}
+
 /* A plugin that prints an ExecCredential; it counts its runs in ./runs. */
 static void write_plugin(const char *name, const char *api, const char *status)
 {
@@ -290,6 +338,13 @@ static void test_exec_v1beta1_client_cert(void **state)
 	assert_false(k8s_exec_cred_expired(&cred, 4071006244));
 	assert_true(k8s_exec_cred_expired(&cred, 4071006245));
 	k8s_exec_cred_free(&cred);
+	/* an encrypted clientKeyData is refused, as kubectl refuses it */
+	write_plugin("plugin", "client.authentication.k8s.io/v1beta1",
+		     "{\"clientCertificateData\":\"CERT\",\"clientKeyData\":"
+		     "\"-----BEGIN ENCRYPTED PRIVATE KEY-----\\\\nMIHs\\\\n\"}");
+	assert_int_equal(k8s_exec_run(cfg.exec, 10000, &cred, &err), -1);
+	assert_non_null(strstr(err.msg, "status.clientKeyData is an encrypted key"));
+	assert_int_equal(err.status, NP_EK8S);
 	k8s_config_free(&cfg);
 }
 
@@ -694,6 +749,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_yaml, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unsupported_fields_name_the_field, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_copy_keeps_kubeconfig_fields, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_encrypted_client_keys_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_client_certificate_and_tls_server_name_over_tls, setup,
 						teardown),
 	};
