@@ -172,4 +172,17 @@ int gather_set_progress(struct ex *x, np_error *err);
 /* Each pod's part of one rail: the only one, or one more (a measure round). */
 int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append, np_error *err);
 
+/* gather.c: decide on the reports gathered so far (d zeroed when it
+ * fails); this pod's part of the final round into res (d moves into it). */
+int gather_decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err);
+void gather_fill_result(struct ex *x, struct agree_decision *d, struct exchange_result *res);
+
+/* resume.c: a restarted gatherer container (same pod, same uid) goes on
+ * from the round it published (gather_resume, at the start); a final
+ * round that it finds stands if the same reports decide it again
+ * (gather_resume_final: 1 it stands, 0 a new round follows, -1 error). */
+void gather_resume(struct ex *x);
+int gather_resume_final(struct ex *x, const struct agree_options *opt, struct exchange_result *res,
+			np_error *err);
+
 #endif
