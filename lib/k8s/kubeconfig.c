@@ -253,16 +253,14 @@ static int key_readable(const struct kc_file *f, const struct kc_user *u, const 
 			const char *pem, np_error *err)
 {
 	char head[64 << 10];
+	if (!pem && !file)
+		return 0;
 	if (!pem) {
-		cleanup_fclose FILE *fp = file ? fopen(file, "re") : NULL;
-		if (!fp)
-			return file ? np_error_set(err, NP_EUSAGE, errno, "kubeconfig %s: client-key %s",
-						   f->path, file)
-				    : 0;
-		size_t n = fread(head, 1, sizeof(head) - 1, fp);
-		if (ferror(fp))
-			return np_error_set(err, NP_EUSAGE, EIO, "kubeconfig %s: client-key %s", f->path,
-					    file);
+		cleanup_fclose FILE *fp = fopen(file, "re");
+		size_t n = fp ? fread(head, 1, sizeof(head) - 1, fp) : 0;
+		if (!fp || ferror(fp))
+			return np_error_set(err, NP_EUSAGE, fp ? EIO : errno, "kubeconfig %s: client-key %s",
+					    f->path, file);
 		head[n] = '\0';
 		pem = head;
 	}

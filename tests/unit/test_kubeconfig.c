@@ -246,18 +246,16 @@ static void test_encrypted_client_keys_are_refused(void **state)
 			 "only unencrypted ones, as openssl pkey writes them", path_of("u.key"));
 		assert_int_equal(load_fails(path_of("config"), NULL, want), NP_EUSAGE);
 	}
-	write_file("config", CLUSTER("") "users:\n- name: u\n  user:\n    client-certificate-data: "
-		   B64_CERT "\n    client-key-data: " B64_PKCS8_ENC "\n" CTX("u", ""), 0600);
-	assert_int_equal(load_fails(path_of("config"), NULL, "client-key-data is an encrypted key"),
-			 NP_EUSAGE);
 	/* An unencrypted key passes. */
 	write_file("u.key", "-----BEGIN PRIVATE KEY-----\nMIGHAgEA\n-----END PRIVATE KEY-----\n", 0600);
-	write_file("config", CLUSTER("") "users:\n- name: u\n  user:\n    client-certificate: u.crt\n"
-		   "    client-key: u.key\n" CTX("u", ""), 0600);
 	struct k8s_config cfg;
 	load_ok(&cfg, path_of("config"), NULL, NULL);
 	assert_string_equal(cfg.client_key_file, path_of("u.key"));
 	k8s_config_free(&cfg);
+	write_file("config", CLUSTER("") "users:\n- name: u\n  user:\n    client-certificate-data: "
+		   B64_CERT "\n    client-key-data: " B64_PKCS8_ENC "\n" CTX("u", ""), 0600);
+	assert_int_equal(load_fails(path_of("config"), NULL, "client-key-data is an encrypted key"),
+			 NP_EUSAGE);
 	assert_false(k8s_pem_key_encrypted("-----BEGIN EC PRIVATE KEY-----\nMHcCAQ\n"));
 	assert_true(k8s_pem_key_encrypted(TRAD_ENC));
 }
