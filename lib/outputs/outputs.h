@@ -90,8 +90,4 @@ int outputs_mkdir_p(const char *dir, np_error *err);
 int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
 		  np_error *err);
 
-/* Atomic write of one file: a mkstemp temporary DIR/.NAME.*, fsync, rename, fsync DIR. */
-int outputs_write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
-			      np_error *err);
-
 #endif

@@ -47,7 +47,6 @@ struct out_file {
 	char *data;
 	size_t len;
 	char path[PATH_MAX]; /* final path */
-	char tmp[PATH_MAX];  /* temporary, "" once renamed or removed */
 };
 
 static const char *const set_names[] = { "nccl.env", "nccl.conf", "decision.json" };
@@ -89,62 +88,6 @@ int outputs_mkdir_p(const char *dir, np_error *err)
 	if (!S_ISDIR(st.st_mode))
 		return np_error_set(err, NP_EINTERNAL, ENOTDIR, "cannot create directory %s", dir);
 	return 0;
-}
-
-static void remove_temp(struct out_file *f)
-{
-	if (f->tmp[0])
-		unlink(f->tmp);
-	f->tmp[0] = '\0';
-}
-
-static int fill_data(int fd, void *ud)
-{
-	const struct out_file *f = ud;
-	return np_write_all(fd, f->data, f->len);
-}
-
-/* A run killed between writing and renaming (SIGKILL, the node going
- * away) leaves its temporaries DIR/.NAME.XXXXXX behind; the next run
- * removes them, so that only whole files stay. */
-static void remove_stale_temps(const char *dir, const char *name)
-{
-	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(dup(fd)) : NULL;
-	if (!d)
-		return;
-	struct dirent *e;
-	size_t nl = strlen(name);
-	while ((e = readdir(d)))
-		if (e->d_name[0] == '.' && !strncmp(e->d_name + 1, name, nl) &&
-		    e->d_name[1 + nl] == '.' && strlen(e->d_name + 2 + nl) == 6)
-			unlinkat(fd, e->d_name, 0);
-	closedir(d);
-}
-
-int outputs_write_file_atomic(const char *dir, const char *name, const char *data, size_t len,
-			      np_error *err)
-{
-	if (!dir || !*dir)
-		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
-	if (outputs_mkdir_p(dir, err) < 0)
-		return -1;
-	remove_stale_temps(dir, name);
-	struct out_file f = { .name = name, .data = (char *)data, .len = len };
-	if (join(f.path, sizeof(f.path), dir, name, err) < 0 ||
-	    np_temp_file(dir, name, OUT_FILE_MODE, fill_data, &f, f.path, f.tmp, sizeof(f.tmp), err) < 0)
-		return -1;
-	struct stat st;
-	if (lstat(f.path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		remove_temp(&f);
-		return np_error_set(err, NP_EINTERNAL, EISDIR, "cannot write %s", f.path);
-	}
-	if (rename(f.tmp, f.path) < 0) {
-		int e = errno;
-		remove_temp(&f);
-		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s", f.path);
-	}
-	return np_fsync_dir(dir, err);
 }
 
 void outputs_new_id(char id[OUTPUTS_ID_MAX])

@@ -647,25 +647,6 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	free(text);
 }
 
-static void test_write_file_atomic_replaces(void **state)
-{
-	const char *dir = *state;
-	char path[300];
-	snprintf(path, sizeof(path), "%s/report.txt", dir);
-	spit(path, "old");
-	np_error err = {0};
-	assert_int_equal(outputs_write_file_atomic(dir, "report.txt", "new\n", 4, &err), 0);
-	char *text = slurp(path);
-	assert_string_equal(text, "new\n");
-	free(text);
-	struct stat st;
-	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0644);
-	char names[256];
-	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, "report.txt");
-}
-
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_tmpdir, teardown_tmpdir)
 
 int main(void)
@@ -683,7 +664,6 @@ int main(void)
 		T(test_write_uses_the_given_id),
 		T(test_write_under_regular_file_fails_cleanly),
 		T(test_failed_write_leaves_old_files_and_no_temps),
-		T(test_write_file_atomic_replaces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
