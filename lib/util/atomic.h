@@ -1,7 +1,7 @@
-/* The pieces of an atomic file write that lib/outputs and lib/install
- * share: a temporary beside the final file, filled, fsync'ed and closed;
- * the caller renames its temporaries once all are complete, then syncs the
- * directory. */
+/* The pieces of an atomic, durable file write (lib/install): a temporary
+ * beside the final file, filled, fsync'ed and closed; the caller renames
+ * its temporaries once all are complete, then syncs the directory.  The
+ * output set needs no sync (lib/outputs/write.c says why). */
 #ifndef NP_ATOMIC_H
 #define NP_ATOMIC_H
 

@@ -529,6 +529,49 @@ static void test_write_uses_the_given_id(void **state)
 	assert_link(*state, "current", "decision-given-1");
 }
 
+/* What a power loss can leave without syncs: `current` pointing at a set
+ * whose files are empty or missing, or at no directory at all.  The next
+ * run (the init container, run again in the new sandbox) puts a whole set
+ * in force and removes what was left. */
+static void test_write_replaces_a_set_a_crash_left_unwritten(void **state)
+{
+	const char *dir = *state;
+	char p[300];
+	snprintf(p, sizeof(p), "%s/decision-cut", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/decision-cut/nccl.env", dir);
+	spit(p, "");
+	snprintf(p, sizeof(p), "%s/current", dir);
+	assert_int_equal(symlink("decision-cut", p), 0);
+	snprintf(p, sizeof(p), "%s/nccl.env", dir);
+	assert_int_equal(symlink("current/nccl.env", p), 0);
+
+	struct outputs_choice c = {.n_ifaces = 1, .ifaces = {"eth1"}, .family = AF_INET, .gid_index = -1};
+	struct outputs_env env;
+	np_error err = {0};
+	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
+	snprintf(env.decision_id, sizeof(env.decision_id), "next-1");
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	assert_link(dir, "current", "decision-next-1");
+	char names[256];
+	list_dir(dir, names, sizeof(names));
+	assert_string_equal(names, ".nicpick.lock current decision-next-1 decision.json nccl.conf nccl.env");
+	snprintf(p, sizeof(p), "%s/nccl.env", dir);
+	char *text = slurp(p);
+	assert_non_null(strstr(text, "export NCCL_SOCKET_IFNAME='=eth1'\n"));
+	free(text);
+
+	/* `current` naming a directory that never reached the disk. */
+	snprintf(p, sizeof(p), "%s/current", dir);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink("decision-gone", p), 0);
+	snprintf(env.decision_id, sizeof(env.decision_id), "next-2");
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	assert_link(dir, "current", "decision-next-2");
+	list_dir(dir, names, sizeof(names));
+	assert_string_equal(names, ".nicpick.lock current decision-next-2 decision.json nccl.conf nccl.env");
+}
+
 static void test_write_under_regular_file_fails_cleanly(void **state)
 {
 	char file[256], dir[300];
@@ -662,6 +705,7 @@ int main(void)
 		cmocka_unit_test(test_conf_refuses_values_nccl_would_misread),
 		T(test_write_creates_all_three),
 		T(test_write_uses_the_given_id),
+		T(test_write_replaces_a_set_a_crash_left_unwritten),
 		T(test_write_under_regular_file_fails_cleanly),
 		T(test_failed_write_leaves_old_files_and_no_temps),
 	};
