@@ -344,6 +344,25 @@ static void fill_pod(const struct cand *c, struct status_pod *p, struct pod_msgs
 }
 
 /* The job line: its state, and what it waits for or why it failed. */
+/* Before the gatherer's own account is there (or while it lags a round
+ * behind), the pods' states say the same in the same words: how many are
+ * past `done_at`, and which are not, by name. */
+static void own_account(struct status_job *j, enum exchange_phase phase, enum status_pod_state done_at)
+{
+	struct exchange_progress p = { .phase = phase, .round = j->round };
+	p.expect = p.created = (int)j->n_pods;
+	for (size_t i = 0; i < j->n_pods; i++) {
+		if (j->pods[i].state >= done_at) {
+			p.done++;
+			continue;
+		}
+		if (p.n_missing < EXCHANGE_MISSING_SHOWN)
+			snprintf(p.missing[p.n_missing++], sizeof(p.missing[0]), "%s", j->pods[i].name);
+		p.missing_total++;
+	}
+	exchange_progress_text(&p, j->waiting, sizeof(j->waiting));
+}
+
 static void job_summary(struct status_job *j, const struct pod_msgs *msgs, const struct pod_msgs *g,
 			const char (*ev)[STATUS_TEXT_MAX])
 {
@@ -419,9 +438,9 @@ static void job_summary(struct status_job *j, const struct pod_msgs *msgs, const
 	if (n < want)
 		snprintf(j->waiting, sizeof(j->waiting), "%zu of %zu pods created", n, want);
 	else if (reported < n)
-		snprintf(j->waiting, sizeof(j->waiting), "%zu/%zu pods reported", reported, n);
+		own_account(j, EXCHANGE_GATHERING, STATUS_POD_REPORTED);
 	else if (probed < n)
-		snprintf(j->waiting, sizeof(j->waiting), "round %d: %zu/%zu pods probed", j->round, probed, n);
+		own_account(j, EXCHANGE_PROBING, STATUS_POD_PROBED);
 	else
 		snprintf(j->waiting, sizeof(j->waiting),
 			 "round %d final: the smoke test and the outputs on %zu of %zu pods", j->round,

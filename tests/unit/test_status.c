@@ -361,6 +361,38 @@ static void test_a_round_still_proving_waits_and_a_failed_smoke_exits_6(void **s
 	json_decref(pods);
 }
 
+/* Before the gatherer's account of its progress is published, the pods'
+ * own states say what the job waits for, in the gatherer's words. */
+static void test_without_the_gatherers_account_the_pods_say_who_is_missing(void **state)
+{
+	json_t *pods = json_array();
+	for (int i = 0; i < 4; i++) {
+		json_t *p = batch_pod(i);
+		if (i != 2) {
+			struct agree_report *r = calloc(1, sizeof(*r));
+			assert_non_null(r);
+			snprintf(r->pod, sizeof(r->pod), "train-%d", i);
+			snprintf(r->uid, sizeof(r->uid), "train-%d", i);
+			snprintf(r->node, sizeof(r->node), "node-%c", 'a' + i);
+			char *s = NULL;
+			np_error err = { 0 };
+			assert_int_equal(agree_report_to_json(r, &s, &err), 0);
+			annotate(p, EXCHANGE_ANN_REPORT, s);
+			free(r);
+		}
+		json_array_append_new(pods, p);
+	}
+	struct status_job j;
+	np_error err = { 0 };
+	assert_int_equal(status_build(pods, NULL, "ml", "train", STATUS_KIND_JOB, &j, &err), 0);
+	assert_int_equal(j.state, STATUS_WAITING);
+	assert_int_equal(j.exit_code, 5);
+	assert_int_equal(j.pods[2].state, STATUS_POD_STARTING);
+	assert_string_equal(j.waiting, "3/4 pods reported; missing: train-2");
+	status_job_free(&j);
+	json_decref(pods);
+}
+
 static void test_a_jobset_is_the_replicated_job_that_runs_nicpick(void **state)
 {
 	/* A TrainJob's JobSet: an initializer pod with no nicpick, two node pods. */
@@ -447,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_a_decided_job_exits_0_with_every_pods_part),
 		cmocka_unit_test(test_a_slow_busbw_shows_in_the_unit_that_suits_it),
 		cmocka_unit_test(test_a_round_still_proving_waits_and_a_failed_smoke_exits_6),
+		cmocka_unit_test(test_without_the_gatherers_account_the_pods_say_who_is_missing),
 		cmocka_unit_test(test_a_jobset_is_the_replicated_job_that_runs_nicpick),
 		cmocka_unit_test(test_a_restarted_jobset_shows_its_latest_attempt),
 		cmocka_unit_test(test_kind_names),
