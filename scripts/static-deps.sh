@@ -106,13 +106,18 @@ fetch() { # source package, release -> $SRC/<pkg>-<release> (unpacked, Debian pa
 # 1.2/1.3 client of the API server never uses (old ciphers, DTLS/QUIC,
 # engines, modules, CMS/CMP/OCSP/CT, DSA/DH, ...).  No configuration file
 # is read (no-autoload-config, and curl's --disable-openssl-auto-load-config):
-# a node's openssl.cnf must not change what nicpick accepts.
+# a node's openssl.cnf must not change what nicpick accepts.  The last
+# line leaves out what TLS never offers a server: BLAKE2 and CMAC, the
+# multi-block AES-CBC writes of a TLS 1.2 server, RFC 8422's deprecated
+# curves and RFC 9150's integrity-only suites.  The stamp names the option
+# set, so a tree built with another one builds OpenSSL again.
 OPENSSL_CONFIG="no-shared no-module no-dso no-engine no-afalgeng no-padlockeng no-docs no-tests no-apps
  no-quic no-dtls no-ssl3 no-comp no-legacy no-ui-console no-sctp no-srp no-ktls no-srtp
  no-des no-rc2 no-rc4 no-idea no-seed no-bf no-cast no-camellia no-aria no-sm2 no-sm3 no-sm4
  no-whirlpool no-md4 no-mdc2 no-rmd160 no-siphash no-scrypt no-argon2 no-ocb no-siv
  no-cms no-ts no-cmp no-ct no-ocsp no-http no-rfc3779 no-dsa no-dh no-ec2m no-gost
- no-ml-dsa no-slh-dsa no-nextprotoneg no-ssl-trace no-sslkeylog no-thread-pool no-autoload-config"
+ no-ml-dsa no-slh-dsa no-nextprotoneg no-ssl-trace no-sslkeylog no-thread-pool no-autoload-config
+ no-blake2 no-cmac no-multiblock no-tls-deprecated-ec no-integrity-only-ciphers"
 # cmake_static DIR OPTION...: configure Debian's source tree DIR (a CMake
 # project: these sources ship no configure script) for a static musl
 # library, then build and install it into the prefix; logs beside DIR.
@@ -125,7 +130,7 @@ cmake_static() {
 }
 
 build_openssl() {
-	[ -e "$STAMP/openssl3" ] && return 0
+	[ -e "$STAMP/openssl3-trim" ] && return 0
 	fetch openssl trixie
 	log "building openssl"
 	o=$SRC/openssl-trixie
@@ -138,7 +143,7 @@ build_openssl() {
 	run "$o.install.log" make install_dev
 	cd - >/dev/null
 	rm -f "$STAMP/curl8-openssl-ca-h2"
-	touch "$STAMP/openssl3"
+	touch "$STAMP/openssl3-trim"
 }
 
 build_jansson() {
