@@ -323,6 +323,22 @@ static void test_a_slow_busbw_shows_in_the_unit_that_suits_it(void **state)
 	json_decref(pods);
 }
 
+/* The job's view of pods (taken): waiting (exit 5), pod `at` in state
+ * `st`, and what it waits for in these words. */
+static void expect_waiting(json_t *pods, enum status_kind kind, size_t at, enum status_pod_state st,
+			   const char *waiting)
+{
+	struct status_job j;
+	np_error err = { 0 };
+	assert_int_equal(status_build(pods, NULL, "ml", "train", kind, &j, &err), 0);
+	assert_int_equal(j.state, STATUS_WAITING);
+	assert_int_equal(j.exit_code, 5);
+	assert_int_equal(j.pods[at].state, st);
+	assert_string_equal(j.waiting, waiting);
+	status_job_free(&j);
+	json_decref(pods);
+}
+
 static void test_a_round_still_proving_waits_and_a_failed_smoke_exits_6(void **state)
 {
 	json_t *pods = json_array();
@@ -331,17 +347,12 @@ static void test_a_round_still_proving_waits_and_a_failed_smoke_exits_6(void **s
 		decided(p, i, 3, i != 2, 0);
 		json_array_append_new(pods, p);
 	}
-	struct status_job j;
-	np_error err = { 0 };
-	assert_int_equal(status_build(pods, NULL, "ml", "train", STATUS_KIND_ANY, &j, &err), 0);
-	assert_int_equal(j.state, STATUS_WAITING);
-	assert_int_equal(j.exit_code, 5);
-	assert_int_equal(j.pods[2].state, STATUS_POD_PROVING);
-	assert_string_equal(j.waiting, "round 1 final: the smoke test and the outputs on 1 of 3 pods");
-	status_job_free(&j);
-	json_decref(pods);
+	expect_waiting(pods, STATUS_KIND_ANY, 2, STATUS_POD_PROVING,
+		       "round 1 final: the smoke test and the outputs on 1 of 3 pods");
 
 	pods = json_array();
+	struct status_job j;
+	np_error err = { 0 };
 	for (int i = 0; i < 3; i++) {
 		json_t *p = batch_pod(i);
 		decided(p, i, 3, true, i == 1 ? 0 : 6);
@@ -382,15 +393,7 @@ static void test_without_the_gatherers_account_the_pods_say_who_is_missing(void 
 		}
 		json_array_append_new(pods, p);
 	}
-	struct status_job j;
-	np_error err = { 0 };
-	assert_int_equal(status_build(pods, NULL, "ml", "train", STATUS_KIND_JOB, &j, &err), 0);
-	assert_int_equal(j.state, STATUS_WAITING);
-	assert_int_equal(j.exit_code, 5);
-	assert_int_equal(j.pods[2].state, STATUS_POD_STARTING);
-	assert_string_equal(j.waiting, "3/4 pods reported; missing: train-2");
-	status_job_free(&j);
-	json_decref(pods);
+	expect_waiting(pods, STATUS_KIND_JOB, 2, STATUS_POD_STARTING, "3/4 pods reported; missing: train-2");
 }
 
 static void test_a_jobset_is_the_replicated_job_that_runs_nicpick(void **state)
