@@ -112,3 +112,40 @@ def test_ready_file_has_in_cluster_env(server):
         ready = json.load(f)
     assert ready["env"] == {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
                             "KUBERNETES_SERVICE_PORT": str(server.port)}
+
+
+def _mapped(pid, soname):
+    """The file this process maps for soname (its path as the kernel has it)."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if os.path.basename(path) == soname:
+                return path
+    return None
+
+
+def test_libssl_dir_is_the_servers_openssl(make_server, tmp_path, monkeypatch):
+    """KUBEAPI_LIBSSL_DIR: the subprocess server's Python loads libssl and
+    libcrypto from there (bench/agree points it at OpenSSL 3.5, which
+    negotiates X25519MLKEM768 as kube-apiserver built with Go >= 1.24 does;
+    scripts/bench-openssl.sh), and its ready file names the version.  Here
+    the folder holds copies of this Python's own libraries, so that where
+    they are mapped from tells whether the variable reached the server; the
+    certificates, made by the openssl command, still come out."""
+    ssl_so, crypto_so = _mapped(os.getpid(), "libssl.so.3"), _mapped(os.getpid(), "libcrypto.so.3")
+    assert ssl_so and crypto_so, "this Python does not link OpenSSL 3"
+    libdir = tmp_path / "libssl"
+    libdir.mkdir()
+    for so in (ssl_so, crypto_so):
+        (libdir / os.path.basename(so)).write_bytes(open(so, "rb").read())
+    monkeypatch.setenv("KUBEAPI_LIBSSL_DIR", str(libdir))
+    s = make_server(subprocess=True)
+    assert _mapped(s.proc.pid, "libssl.so.3") == str(libdir / "libssl.so.3")
+    assert _mapped(s.proc.pid, "libcrypto.so.3") == str(libdir / "libcrypto.so.3")
+    assert s.openssl == ssl.OPENSSL_VERSION
+    with open(os.path.join(s.state_dir, "ready")) as f:
+        assert json.load(f)["openssl"] == ssl.OPENSSL_VERSION
+    assert Api(s).get(PODS).status == 200
+    monkeypatch.delenv("KUBEAPI_LIBSSL_DIR")
+    t = make_server(subprocess=True)
+    assert _mapped(t.proc.pid, "libssl.so.3") == ssl_so

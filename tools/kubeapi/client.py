@@ -44,6 +44,7 @@ class Server:
     def start(self):
         if not self.use_subprocess:
             self.core = ApiServer(self.state_dir, **self.kw).start()
+            self.openssl = ssl.OPENSSL_VERSION
             self._adopt(self.core.port, self.core.url)
             return self
         kw = self.kw
@@ -80,6 +81,15 @@ class Server:
         # The child imports this package from the repository root, wherever it runs.
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+        # KUBEAPI_LIBSSL_DIR: a folder with libssl.so.3 and libcrypto.so.3
+        # that the server's Python loads instead of the system's (same
+        # soname, same ABI).  With OpenSSL 3.5 the server negotiates
+        # X25519MLKEM768, as kube-apiserver does since Go 1.24 made it the
+        # first of crypto/tls's default curve preferences
+        # (scripts/bench-openssl.sh builds one; bench/README.md).
+        libssl = os.environ.get("KUBEAPI_LIBSSL_DIR")
+        if libssl:
+            env["LD_LIBRARY_PATH"] = libssl
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, env=env)
         deadline = time.monotonic() + 30
@@ -92,6 +102,7 @@ class Server:
             self.stop()
             raise RuntimeError(f"kubeapi subprocess did not start; see {self._log.name}")
         info = json.load(open(os.path.join(self.state_dir, "ready")))
+        self.openssl = info.get("openssl", "")
         self._adopt(info["port"], info["url"])
         return self
 

@@ -131,7 +131,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         ready = {"port": self.port, "url": self.url, "pid": os.getpid(),
                  "env": {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(self.port)},
                  "kubeconfig": self.kubeconfig_path, "ca": self.ca_path,
-                 "token": self.path("token"), "admin_token": self.path("admin-token")}
+                 "token": self.path("token"), "admin_token": self.path("admin-token"),
+                 "openssl": ssl.OPENSSL_VERSION}
         self._write(self.path("ready"), json.dumps(ready) + "\n")
         return self
 

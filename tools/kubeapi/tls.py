@@ -17,8 +17,12 @@ def ensure_certs(state_dir, sans):
         (ips if is_ip else dns).append(s)
     san = ",".join([f"IP:{i}" for i in ips] + [f"DNS:{d}" for d in dns])
 
+    # The openssl command with its own libraries, whatever the server's
+    # Python loads (KUBEAPI_LIBSSL_DIR, client.py).
+    cli_env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+
     def run(*args):
-        r = subprocess.run(["openssl", *args], capture_output=True, text=True)
+        r = subprocess.run(["openssl", *args], capture_output=True, text=True, env=cli_env)
         if r.returncode != 0:
             raise RuntimeError(f"openssl {' '.join(args)} failed: {r.stderr}")
     # ECDSA P-256 by default; KUBEAPI_CERT_KEY=rsa: RSA-2048, as kubeadm makes
