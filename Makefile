@@ -85,7 +85,7 @@ LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(sort $(filter-out bench/netns-exec.c bench/tls-get.c,$(wildcard bench/*.c)))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%) $(BUILD)/bench-netns-exec
 
-.PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps static-bench image image-full fuzz fuzz-build fuzz-seeds
+.PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps static-bench bench-openssl image image-full fuzz fuzz-build fuzz-seeds
 
 all: $(BUILD)/nicpick $(BUILD)/nicpick-smoke
 
@@ -261,6 +261,12 @@ BENCH_LAUNCH_CC := $(if $(shell command -v musl-gcc),musl-gcc,cc)
 $(BUILD)/bench-netns-exec: bench/netns-exec.c
 	@mkdir -p $(@D)
 	$(BENCH_LAUNCH_CC) -O2 -std=gnu11 -Wall -Wextra -Werror -static -o $@ $<
+
+# OpenSSL 3.5 as shared libraries for the test API server's Python
+# (KUBEAPI_LIBSSL_DIR=build/bench-openssl/lib): it then negotiates
+# X25519MLKEM768 as kube-apiserver does (scripts/bench-openssl.sh).
+bench-openssl: static-deps
+	@scripts/bench-openssl.sh $(STATIC_DIR)/deps/src/openssl-trixie build/bench-openssl
 
 bench: deps all static static-bench $(BENCH_BIN)
 	@set -e; for b in bench/*; do [ -x "$$b" ] && PYTHONPATH=$(CURDIR) NICPICK=$(abspath $(BUILD)/nicpick) $$b; done
