@@ -343,7 +343,6 @@ static void fill_pod(const struct cand *c, struct status_pod *p, struct pod_msgs
 		add_warn(p, "", p->outcome.warning);
 }
 
-/* The job line: its state, and what it waits for or why it failed. */
 /* Before the gatherer's own account is there (or while it lags a round
  * behind), the pods' states say the same in the same words: how many are
  * past `done_at`, and which are not, by name. */
@@ -363,6 +362,7 @@ static void own_account(struct status_job *j, enum exchange_phase phase, enum st
 	exchange_progress_text(&p, j->waiting, sizeof(j->waiting));
 }
 
+/* The job line: its state, and what it waits for or why it failed. */
 static void job_summary(struct status_job *j, const struct pod_msgs *msgs, const struct pod_msgs *g,
 			const char (*ev)[STATUS_TEXT_MAX])
 {
