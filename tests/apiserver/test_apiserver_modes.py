@@ -4,6 +4,7 @@ modes."""
 
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -137,7 +138,7 @@ def test_libssl_dir_is_the_servers_openssl(make_server, tmp_path, monkeypatch):
     libdir = tmp_path / "libssl"
     libdir.mkdir()
     for so in (ssl_so, crypto_so):
-        (libdir / os.path.basename(so)).write_bytes(open(so, "rb").read())
+        shutil.copyfile(so, libdir / os.path.basename(so))
     monkeypatch.setenv("KUBEAPI_LIBSSL_DIR", str(libdir))
     s = make_server(subprocess=True)
     assert _mapped(s.proc.pid, "libssl.so.3") == str(libdir / "libssl.so.3")
