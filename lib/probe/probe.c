@@ -6,8 +6,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stddef.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +58,9 @@ struct probe_server {
 	struct conn c[PROBE_SLOTS];
 	char sink[65536]; /* payload bytes, thrown away; last: not zeroed */
 };
+_Static_assert(offsetof(struct probe_server, sink) + sizeof(((struct probe_server *)0)->sink) ==
+		       sizeof(struct probe_server),
+	       "probe_server_start zeroes all but the sink: it must stay the last member");
 
 static int parse_sockaddr(const char *addr, int port, struct sockaddr_storage *ss, socklen_t *len)
 {
