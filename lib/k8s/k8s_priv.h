@@ -17,6 +17,18 @@
 #include "k8s/k8s.h"
 #include "k8s/kubeconfig.h"
 
+/* Every answer without metadata.managedFields, which nicpick never reads:
+ * Accept's drop=metadata.managedFields (KEP-5958).  kube-apiserver honours
+ * it from v1.38 with the ManagedFieldsOptOut feature gate (alpha, off by
+ * default; kubernetes/kubernetes#139561): GET, LIST, WATCH and the answers
+ * to writes leave the field out, the stored object keeps it.  Without the
+ * gate, and before v1.38, "drop" is a media type parameter negotiation does
+ * not know, which it ignores (apiserver/pkg/endpoints/handlers/negotiation/
+ * negotiate.go, acceptMediaTypeOptions: Unrecognized): the answer is the
+ * same as without it. */
+#define K8S_DROP ";drop=metadata.managedFields"
+#define K8S_ACCEPT_JSON "application/json" K8S_DROP
+
 /* libcurl, loaded on first use (curl.c).  The macros below route every
  * curl call in lib/k8s through the table. */
 struct k8s_curl_api {
@@ -197,7 +209,7 @@ struct k8s_client {
 	struct curl_slist *connect_to;
 	char *host_header;
 	/* The Accept header's value while set (a metadata-only watch sets it
-	 * for its own requests); NULL: application/json. */
+	 * for its own requests); NULL: K8S_ACCEPT_JSON. */
 	const char *accept;
 	/* the watch's buffer (k8s_wbuf): its limit (0: K8S_WBUF_MAX; the
 	 * tests set less) and how often a watch of this client was paused */
