@@ -136,7 +136,7 @@ class AdminMixin:
                 if "authorization" in payload:
                     self.authorization = self.check_mode(payload["authorization"])
                 for k in ("anonymous_auth", "graceful_delete", "realistic_pods",
-                          "event_namespace_rule"):
+                          "event_namespace_rule", "managed_fields_opt_out"):
                     if k in payload:
                         setattr(self, k, bool(payload[k]))
                 if "history_seconds" in payload:
@@ -155,6 +155,7 @@ class AdminMixin:
                     "history_seconds": self.store.window,
                     "realistic_pods": self.realistic_pods,
                     "event_namespace_rule": self.event_namespace_rule,
+                    "managed_fields_opt_out": self.managed_fields_opt_out,
                     "http2": self.http2}
         raise ApiError(404, f"unknown admin endpoint {op!r}")
 

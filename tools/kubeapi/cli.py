@@ -62,6 +62,10 @@ def main(argv=None):
                     "gracefully: deletionTimestamp, removal after the grace period")
     ap.add_argument("--realistic-pods", action="store_true", default=None, help="created pods carry "
                     "managedFields, full defaults and a running status, as a real pod")
+    ap.add_argument("--managed-fields-opt-out", action="store_true", default=None,
+                    help="honour Accept's drop=metadata.managedFields, as kube-apiserver "
+                    "with the ManagedFieldsOptOut feature gate (alpha, v1.38; default: "
+                    "the parameter is ignored, as without the gate)")
     ap.add_argument("--no-event-namespace-rule", action="store_false", default=None,
                     dest="event_namespace_rule", help="accept a core/v1 Event without "
                     "eventTime and involvedObject.namespace in any namespace (real: only "
@@ -92,6 +96,7 @@ def main(argv=None):
                         anonymous_auth=a.anonymous_auth, graceful_delete=a.graceful_delete,
                         history_seconds=a.history_seconds, realistic_pods=a.realistic_pods,
                         event_namespace_rule=a.event_namespace_rule,
+                        managed_fields_opt_out=a.managed_fields_opt_out,
                         http2=a.http2).start()
     except (ApiError, RuntimeError, OSError) as e:
         print(f"kubeapi: {e}", file=sys.stderr)

@@ -61,7 +61,8 @@ class Server:
                 args += [flag, str(kw[k])]
         for k, flag in (("anonymous_auth", "--anonymous-auth"),
                         ("graceful_delete", "--graceful-delete"),
-                        ("realistic_pods", "--realistic-pods")):
+                        ("realistic_pods", "--realistic-pods"),
+                        ("managed_fields_opt_out", "--managed-fields-opt-out")):
             if kw.get(k):
                 args.append(flag)
         if kw.get("event_namespace_rule") is False:

@@ -23,7 +23,7 @@ from .patches import PATCH_TYPES
 from .rbac import RbacMixin
 from .resources import BY_PATH, GROUP_VERSIONS, RESOURCES, SERVER_VERSION
 from .store import Store
-from .tables import TABLES, partial_meta, to_table
+from .tables import TABLES, partial_meta, to_table, without_managed_fields
 from .tls import ensure_certs, kubeconfig_text
 from .util import now_rfc3339, parse_bool
 from .watch import WatchMixin
@@ -32,7 +32,7 @@ from .watch import WatchMixin
 # The fidelity options (README "Fidelity options") and their defaults.
 FIDELITY_OPTIONS = {"anonymous_auth": False, "graceful_delete": False, "history_seconds": 75.0,
                     "realistic_pods": False, "event_namespace_rule": True,
-                    "bookmark_interval": 60.0, "http2": True}
+                    "bookmark_interval": 60.0, "http2": True, "managed_fields_opt_out": False}
 
 
 class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
@@ -42,7 +42,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                  rbac=None, seed=None, verbose=False, log_size=10000, namespace="default",
                  authorization=None, compact_interval=0.0, anonymous_auth=None,
                  graceful_delete=None, history_seconds=None, realistic_pods=None,
-                 event_namespace_rule=None, http2=None):
+                 event_namespace_rule=None, http2=None, managed_fields_opt_out=None):
         self.state_dir = os.path.abspath(state_dir)
         os.makedirs(self.state_dir, exist_ok=True)
         self.listen, self.req_port, self.sans = listen, port, list(sans)
@@ -77,6 +77,11 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         self.realistic_pods = bool(opt("realistic_pods", realistic_pods))
         self.event_namespace_rule = bool(opt("event_namespace_rule", event_namespace_rule))
         self.bookmark_interval = float(opt("bookmark_interval", bookmark_interval))
+        # Real: Accept's drop=metadata.managedFields is honoured only with the
+        # ManagedFieldsOptOut feature gate on (alpha, off by default, v1.38); without
+        # it (and on every older server) the parameter is an unrecognized one, which
+        # negotiation ignores (handlers/negotiation/negotiate.go, acceptMediaTypeOptions).
+        self.managed_fields_opt_out = bool(opt("managed_fields_opt_out", managed_fields_opt_out))
         # Real: kube-apiserver serves HTTP/2 unless --disable-http2-serving (ALPN
         # "h2", "http/1.1": apiserver/pkg/server/secure_serving.go, tlsConfig).
         self.http2 = self.check_http2(opt("http2", http2))
@@ -487,12 +492,16 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         if verb == "watch":
             return self.serve_watch(h, req, res, ns or None, q)
         fmt = self.output_format(accept)
+        strip = self.managed_fields_opt_out and self.drops_managed_fields(accept)
+
+        def shape(body):
+            return without_managed_fields(body) if strip else body
         if verb == "list":
             objs, meta = self.list(res, ns or None, q)
-            return h.send_json(200, self.render_list(res, objs, meta, fmt, q))
+            return h.send_json(200, shape(self.render_list(res, objs, meta, fmt, q)))
         if verb == "get":
             obj = self.get(res, ns, name)
-            return h.send_json(200, self.render_one(res, obj, fmt, q))
+            return h.send_json(200, shape(self.render_one(res, obj, fmt, q)))
         if res.namespaced and not ns and verb in ("create", "update", "patch", "delete",
                                                   "deletecollection"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -510,13 +519,13 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
             if req["subresource"]:
                 raise ApiError(405, "the server does not allow this method on the requested resource")
             obj = self.create(res, ns, data, dry=q.get("dryRun") == "All")
-            return h.send_json(201, self.render_one(res, obj, fmt, q))
+            return h.send_json(201, shape(self.render_one(res, obj, fmt, q)))
         if verb == "update":
             obj, created = self.update(res, ns, name, data, req["subresource"])
-            return h.send_json(201 if created else 200, self.render_one(res, obj, fmt, q))
+            return h.send_json(201 if created else 200, shape(self.render_one(res, obj, fmt, q)))
         if verb == "patch":
             obj, created = self.patch(res, ns, name, ctype, data, req["subresource"], q)
-            return h.send_json(201 if created else 200, self.render_one(res, obj, fmt, q))
+            return h.send_json(201 if created else 200, shape(self.render_one(res, obj, fmt, q)))
         if verb == "delete":
             try:
                 opts = json.loads(body) if body else {}
@@ -530,11 +539,11 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
                     raise ApiError(400, "gracePeriodSeconds must be an integer")
             obj = self.delete(res, ns, name, (opts.get("preconditions") if isinstance(
                 opts, dict) else None) or {}, grace=grace)
-            return h.send_json(200, self.render_one(res, obj, fmt, q))
+            return h.send_json(200, shape(self.render_one(res, obj, fmt, q)))
         if verb == "deletecollection":
             objs, meta = self.list(res, ns, q)
             gone = [self.delete(res, ns, o["metadata"]["name"], {}) for o in objs]
-            return h.send_json(200, self.render_list(res, gone, meta, "json", q))
+            return h.send_json(200, shape(self.render_list(res, gone, meta, "json", q)))
         raise ApiError(405, "the server does not allow this method on the requested resource")
 
     @staticmethod
@@ -603,6 +612,17 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         if "as=PartialObjectMetadata" in first:
             return "partial"
         return "json"
+
+    @staticmethod
+    def drops_managed_fields(accept):
+        """Whether the Accept header's first clause asks for drop=metadata.managedFields
+        (real: a '+'-separated set of targets, unknown ones ignored;
+        handlers/negotiation/negotiate_drop_test.go, KEP-5958)."""
+        for param in accept.split(",")[0].split(";")[1:]:
+            k, _, v = param.partition("=")
+            if k.strip() == "drop" and "metadata.managedFields" in v.strip().split("+"):
+                return True
+        return False
 
     def render_one(self, res, obj, fmt, q):
         if fmt == "table" and res.kind in TABLES:

@@ -108,6 +108,17 @@ def partial_meta(obj):
             "metadata": obj.get("metadata", {})}
 
 
+def without_managed_fields(body):
+    """body (an object, or a list of them) without metadata.managedFields, the stored
+    objects untouched (real: the ExcludeManagedFields serializer, KEP-5958)."""
+    if isinstance(body.get("items"), list):
+        return dict(body, items=[without_managed_fields(o) for o in body["items"]])
+    md = body.get("metadata")
+    if not isinstance(md, dict) or "managedFields" not in md:
+        return body
+    return dict(body, metadata={k: v for k, v in md.items() if k != "managedFields"})
+
+
 def to_table(res, objs, list_meta, include="Metadata", headers=True):
     cols, rowf = TABLES[res.kind]
     rows = []

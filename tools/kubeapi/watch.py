@@ -8,7 +8,7 @@ from .errors import ApiError, expired
 from .httpd import Dropped
 from .selectors import FieldSelector, LabelSelector
 from .store import Watcher
-from .tables import TABLES, partial_meta, to_table
+from .tables import TABLES, partial_meta, to_table, without_managed_fields
 from .util import dumps, parse_bool
 
 
@@ -35,6 +35,10 @@ class WatchMixin:
         # Real: as=PartialObjectMetadata turns every object of the stream (bookmarks too,
         # not the ERROR Status) into metadata only (handlers/response.go, transformObject).
         partial = fmt == "partial"
+        # Real: with ManagedFieldsOptOut on, every object of the stream is encoded
+        # without managedFields (the negotiated ExcludeManagedFields serializer).
+        strip = self.managed_fields_opt_out and \
+            self.drops_managed_fields(h.headers.get("Accept", ""))
         include = q.get("includeObject", "Metadata")
         force_expire = self.faults.take(req, ("expire_watch",))
         drops = self.faults.take(req, ("drop_watch",))
@@ -60,6 +64,8 @@ class WatchMixin:
                 sent[1], raw = False, None
             elif partial and typ != "ERROR" and obj.get("kind") != "PartialObjectMetadata":
                 obj, raw = partial_meta(obj), None
+            if strip and raw is None and not table and typ != "ERROR":
+                obj = without_managed_fields(obj)
             raw = raw or self.encode_event(typ, obj)
             if after is not None and drop.get("partial") and sent[0] >= after:
                 cut(raw)
@@ -125,7 +131,7 @@ class WatchMixin:
                         break
                     last = self.store.rv
                 for e in evs:
-                    out = self.filter_event(e, res, matches, not table, partial)
+                    out = self.filter_event(e, res, matches, not table, partial, strip)
                     if out:
                         send(*out)
                 now = time.monotonic()
@@ -163,7 +169,7 @@ class WatchMixin:
     def encode_event(typ, obj):
         return dumps({"type": typ, "object": obj})
 
-    def filter_event(self, e, res, matches, encode=True, partial=False):
+    def filter_event(self, e, res, matches, encode=True, partial=False, strip=False):
         """Real: cacheWatcher.convertToWatchEvent. An object that starts matching the
         selector is ADDED, one that stops matching is DELETED (its previous state)."""
         if e.res is not res:
@@ -180,6 +186,15 @@ class WatchMixin:
             return None
         # Encodings are cached on the event: N watchers cost one json.dumps.
         key = (typ, "partial") if partial else typ
+        if strip:
+            skey = (key, "strip")
+            obj, raw = e.cache.get(skey, (None, None))
+            if obj is None:
+                obj = without_managed_fields(self.filter_event(e, res, matches, False, partial)[1])
+            if encode and raw is None:
+                raw = self.encode_event(typ, obj)
+            e.cache[skey] = (obj, raw)
+            return typ, obj, raw
         obj, raw = e.cache.get(key, (None, None))
         if obj is None and partial:
             full = self.filter_event(e, res, matches, False)[1]
