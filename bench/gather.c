@@ -31,7 +31,10 @@
  * BENCH_CANDS (candidates per report, 4), BENCH_TIMEOUT (the gatherer's
  * --timeout, 900), BENCH_REALISTIC (1: pods of realistic size, with
  * managedFields, when the server offers --realistic-pods; 0: minimal
- * pods), PYTHON (/usr/bin/python3), BENCH_LOGS (a folder to keep the
+ * pods), BENCH_DROP_MANAGED_FIELDS (1: the server honours nicpick's Accept
+ * drop=metadata.managedFields, as kube-apiserver with the ManagedFieldsOptOut
+ * feature gate, alpha in v1.38; 0, the default: it ignores it, as without
+ * the gate), PYTHON (/usr/bin/python3), BENCH_LOGS (a folder to keep the
  * gatherer's log in).  Run from the repository root, as root (namespaces).
  * Exit 0 when it ran, 1 on errors; namespaces and the server are removed. */
 #include <arpa/inet.h>
@@ -294,6 +297,9 @@ struct server {
 	int lifeline;
 };
 
+/* BENCH_DROP_MANAGED_FIELDS */
+static bool drop_managed_fields;
+
 static void server_start(struct server *s, const char *python, size_t n, bool realistic)
 {
 	char hist[32];
@@ -319,9 +325,14 @@ static void server_start(struct server *s, const char *python, size_t n, bool re
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		if (fd >= 0)
 			dup2(fd, 2);
-		execl(python, python, "-m", "tools.kubeapi", "--state-dir", s->dir, "--namespace", NS,
-		      "--bookmark-interval", "60", "--history", hist, "--lifeline-stdin",
-		      realistic ? "--realistic-pods" : NULL, (char *)NULL);
+		const char *argv[16] = { python, "-m", "tools.kubeapi", "--state-dir", s->dir, "--namespace", NS,
+					 "--bookmark-interval", "60", "--history", hist, "--lifeline-stdin" };
+		size_t k = 12;
+		if (realistic)
+			argv[k++] = "--realistic-pods";
+		if (drop_managed_fields)
+			argv[k++] = "--managed-fields-opt-out";
+		execv(python, (char *const *)argv);
 		_exit(127);
 	}
 	close(out[1]);
@@ -663,6 +674,9 @@ int main(void)
 		die("BENCH_CANDS must be 1..%d, BENCH_TIMEOUT positive", AGREE_CAND_MAX);
 	bool realistic = want_real && server_has(python, "--realistic-pods");
 	bool events = !getenv("BENCH_EVENTS") || strcmp(getenv("BENCH_EVENTS"), "0") != 0;
+	drop_managed_fields = getenv("BENCH_DROP_MANAGED_FIELDS") && strcmp(getenv("BENCH_DROP_MANAGED_FIELDS"), "0") != 0;
+	if (drop_managed_fields && !server_has(python, "--managed-fields-opt-out"))
+		die("BENCH_DROP_MANAGED_FIELDS: this test server has no --managed-fields-opt-out");
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -683,12 +697,15 @@ int main(void)
 		die("`nicpick discover --json` failed in %s", ns_a);
 
 	printf("gather: the real gatherer (%s select --peers k8s) against tools/kubeapi; %zu candidates a "
-	       "report; %s; pods %s\n",
+	       "report; %s; pods %s; managedFields %s\n",
 	       nicpick, ncand,
 	       events ? "reports and probe results come as watch events while it gathers"
 		      : "reports and probe results seeded before it starts",
 	       realistic ? "of realistic size (--realistic-pods: managedFields, defaults)"
-			 : want_real ? "minimal (this test server has no --realistic-pods)" : "minimal");
+			 : want_real ? "minimal (this test server has no --realistic-pods)" : "minimal",
+	       drop_managed_fields ? "left out where nicpick's Accept asks (--managed-fields-opt-out, as "
+				     "kube-apiserver with ManagedFieldsOptOut)"
+				   : "sent, as kube-apiserver without ManagedFieldsOptOut (BENCH_DROP_MANAGED_FIELDS=1: with it)");
 	fflush(stdout);
 	struct fig figs[MAX_SIZES];
 	for (size_t i = 0; i < n_sizes; i++) {
