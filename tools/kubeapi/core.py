@@ -24,7 +24,7 @@ from .rbac import RbacMixin
 from .resources import BY_PATH, GROUP_VERSIONS, RESOURCES, SERVER_VERSION
 from .store import Store
 from .tables import TABLES, partial_meta, to_table, without_managed_fields
-from .tls import ensure_certs, kubeconfig_text
+from .tls import ensure_certs, go_tls13_order, kubeconfig_text
 from .util import now_rfc3339, parse_bool
 from .watch import WatchMixin
 
@@ -112,6 +112,7 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         ctx.load_verify_locations(self.ca_path)
         ctx.verify_mode = ssl.CERT_OPTIONAL
         ctx.set_alpn_protocols(alpn)
+        go_tls13_order(ctx)
         return ctx
 
     def start(self):
@@ -259,7 +260,8 @@ class ApiServer(CrudMixin, WatchMixin, RbacMixin, AdminMixin):
         except (AttributeError, ValueError):
             resumed = False
         rec = {"protocol": proto, "alpn": sock.selected_alpn_protocol(),
-               "tls_version": sock.version(), "resumed": resumed, "remote": addr[0],
+               "tls_version": sock.version(), "cipher": (sock.cipher() or (None,))[0],
+               "resumed": resumed, "remote": addr[0],
                "port": addr[1], "token": None, "user_agent": None, "admin": False,
                "streams": 0, "max_concurrent": 0, "open": True, "opened": time.time(),
                "closed": None}

@@ -1,8 +1,11 @@
-"""The CA, the server certificate (openssl CLI) and kubeconfig files."""
+"""The CA, the server certificate (openssl CLI), kubeconfig files, and the server's
+TLS 1.3 cipher suite order."""
 
+import ctypes
 import os
 import random
 import re
+import ssl
 import subprocess
 
 
@@ -67,3 +70,39 @@ def kubeconfig_text(url, ca_path, token, namespace):
             f"    user: kubeapi\n    namespace: {namespace}\n"
             f"current-context: kubeapi\nusers:\n- name: kubeapi\n  user:\n"
             f"    token: {token}\n")
+
+
+# Real: Go's crypto/tls, kube-apiserver's, picks the TLS 1.3 cipher suite in its own
+# order, TLS_AES_128_GCM_SHA256 first (crypto/tls/defaults.go, defaultCipherSuitesTLS13),
+# and ChaCha20-Poly1305 first only when the client puts it first
+# (handshake_server_tls13.go, processClientHello: aesgcmPreferred; the API server's
+# --tls-cipher-suites configures TLS 1.2 only). OpenSSL's server order puts
+# TLS_AES_256_GCM_SHA384 first, so every client (nicpick among them) settled on it
+# and spent SHA-384 on the handshake where against kube-apiserver it spends SHA-256.
+# Python's ssl sets no TLS 1.3 suites, so SSL_CTX_set_ciphersuites is called on the
+# context's own SSL_CTX; SSL_OP_PRIORITIZE_CHACHA is OpenSSL's aesgcmPreferred.
+GO_TLS13_SUITES = ("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                   "TLS_CHACHA20_POLY1305_SHA256")
+SSL_OP_PRIORITIZE_CHACHA = 1 << 21
+
+
+def go_tls13_order(ctx):
+    """Give ctx (a server ssl.SSLContext) Go's TLS 1.3 cipher suite choice, or raise."""
+    # The libssl the ssl module runs on: dlopen of its soname finds the loaded one,
+    # wherever it came from (KUBEAPI_LIBSSL_DIR, client.py).
+    lib = ctypes.CDLL("libssl.so.3")
+    lib.SSL_CTX_get_options.restype = ctypes.c_uint64
+    lib.SSL_CTX_get_options.argtypes = [ctypes.c_void_p]
+    lib.SSL_CTX_set_ciphersuites.restype = ctypes.c_int
+    lib.SSL_CTX_set_ciphersuites.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    # CPython's PySSLContext: the SSL_CTX pointer is the first member after the
+    # object header.
+    ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+    if not ptr or lib.SSL_CTX_get_options(ptr) != int(ctx.options):
+        raise RuntimeError("cannot reach the SSL_CTX of this Python's ssl.SSLContext")
+    if lib.SSL_CTX_set_ciphersuites(ptr, ":".join(GO_TLS13_SUITES).encode()) != 1:
+        raise RuntimeError("SSL_CTX_set_ciphersuites refused Go's TLS 1.3 suites")
+    ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA
+    got = [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.3"]
+    if tuple(got) != GO_TLS13_SUITES:
+        raise RuntimeError(f"TLS 1.3 suites are {got}, not Go's {list(GO_TLS13_SUITES)}")
