@@ -98,6 +98,10 @@ def test_a_follower_and_the_gatherer_each_open_one_h2_connection(make_cluster):
         # a stream of one TLS connection.
         assert (t["connections"], t["h2"], t["h1"]) == (1, 1, 0), (p.name, t, diag(c))
         assert t["streams"] >= 6, (p.name, t)
+        # TLS 1.3 with the suite kube-apiserver's crypto/tls picks from
+        # nicpick's offer (the test server picks as Go does: its README)
+        assert [(r["tls_version"], r["cipher"]) for r in pod_conns(conns, p)] == \
+            [("TLSv1.3", "TLS_AES_128_GCM_SHA256")], (p.name, diag(c))
     # The follower wrote its probe result while its watch was open: two
     # streams at once on its one connection.
     follower = c.pods[1]
