@@ -297,10 +297,14 @@ struct server {
 	int lifeline;
 };
 
-/* BENCH_DROP_MANAGED_FIELDS */
-static bool drop_managed_fields;
+/* What the test server models: pods of realistic size (BENCH_REALISTIC),
+ * Accept's drop=metadata.managedFields honoured (BENCH_DROP_MANAGED_FIELDS). */
+struct server_opts {
+	bool realistic;
+	bool drop_managed_fields;
+};
 
-static void server_start(struct server *s, const char *python, size_t n, bool realistic)
+static void server_start(struct server *s, const char *python, size_t n, const struct server_opts *o)
 {
 	char hist[32];
 	int out[2], in[2];
@@ -328,9 +332,9 @@ static void server_start(struct server *s, const char *python, size_t n, bool re
 		const char *argv[16] = { python, "-m", "tools.kubeapi", "--state-dir", s->dir, "--namespace", NS,
 					 "--bookmark-interval", "60", "--history", hist, "--lifeline-stdin" };
 		size_t k = 12;
-		if (realistic)
+		if (o->realistic)
 			argv[k++] = "--realistic-pods";
-		if (drop_managed_fields)
+		if (o->drop_managed_fields)
 			argv[k++] = "--managed-fields-opt-out";
 		execv(python, (char *const *)argv);
 		_exit(127);
@@ -512,14 +516,14 @@ static long counter(json_t *c, const char *key)
 }
 
 static void one_size(const char *nicpick, const char *python, const char *snap, size_t n, size_t ncand,
-		     bool realistic, bool events, int probe_port, int timeout, struct fig *f)
+		     const struct server_opts *o, bool events, int probe_port, int timeout, struct fig *f)
 {
 	struct server s = { 0 };
 	struct k8s_config acfg, gcfg;
 	char admin_tok[400], tok[400], out_dir[400], log[400], nstr[24], tstr[24], pstr[24];
 	memset(f, 0, sizeof(*f));
 	f->n = n;
-	server_start(&s, python, n, realistic);
+	server_start(&s, python, n, o);
 	snprintf(admin_tok, sizeof(admin_tok), "%s/admin-token", s.dir);
 	snprintf(tok, sizeof(tok), "%s/token", s.dir);
 	struct k8s_client *ac = client(&s, admin_tok, &acfg);
@@ -672,10 +676,11 @@ int main(void)
 	bool want_real = !getenv("BENCH_REALISTIC") || strcmp(getenv("BENCH_REALISTIC"), "0") != 0;
 	if (ncand < 1 || ncand > AGREE_CAND_MAX || timeout < 1)
 		die("BENCH_CANDS must be 1..%d, BENCH_TIMEOUT positive", AGREE_CAND_MAX);
-	bool realistic = want_real && server_has(python, "--realistic-pods");
+	struct server_opts opts = { .realistic = want_real && server_has(python, "--realistic-pods") };
 	bool events = !getenv("BENCH_EVENTS") || strcmp(getenv("BENCH_EVENTS"), "0") != 0;
-	drop_managed_fields = getenv("BENCH_DROP_MANAGED_FIELDS") && strcmp(getenv("BENCH_DROP_MANAGED_FIELDS"), "0") != 0;
-	if (drop_managed_fields && !server_has(python, "--managed-fields-opt-out"))
+	opts.drop_managed_fields = getenv("BENCH_DROP_MANAGED_FIELDS") &&
+				   strcmp(getenv("BENCH_DROP_MANAGED_FIELDS"), "0") != 0;
+	if (opts.drop_managed_fields && !server_has(python, "--managed-fields-opt-out"))
 		die("BENCH_DROP_MANAGED_FIELDS: this test server has no --managed-fields-opt-out");
 
 	signal(SIGINT, on_signal);
@@ -701,15 +706,15 @@ int main(void)
 	       nicpick, ncand,
 	       events ? "reports and probe results come as watch events while it gathers"
 		      : "reports and probe results seeded before it starts",
-	       realistic ? "of realistic size (--realistic-pods: managedFields, defaults)"
+	       opts.realistic ? "of realistic size (--realistic-pods: managedFields, defaults)"
 			 : want_real ? "minimal (this test server has no --realistic-pods)" : "minimal",
-	       drop_managed_fields ? "left out where nicpick's Accept asks (--managed-fields-opt-out, as "
+	       opts.drop_managed_fields ? "left out where nicpick's Accept asks (--managed-fields-opt-out, as "
 				     "kube-apiserver with ManagedFieldsOptOut)"
 				   : "sent, as kube-apiserver without ManagedFieldsOptOut (BENCH_DROP_MANAGED_FIELDS=1: with it)");
 	fflush(stdout);
 	struct fig figs[MAX_SIZES];
 	for (size_t i = 0; i < n_sizes; i++) {
-		one_size(nicpick, python, snap, sizes[i], ncand, realistic, events, probe_port, timeout, &figs[i]);
+		one_size(nicpick, python, snap, sizes[i], ncand, &opts, events, probe_port, timeout, &figs[i]);
 		struct fig *f = &figs[i];
 		printf("  N=%5zu: gatherer CPU %6.2f s (user %.2f, sys %.2f), peak RSS %6.1f MiB, wall %6.1f s; "
 		       "API %ld requests (%ld lists, %ld watches, %ld patches), %.1f MiB in, %.1f MiB out; "
