@@ -59,7 +59,7 @@ def test_the_servers_order_except_chacha_first(make_server):
     assert s_client(s, AES256) == AES256
 
 
-def test_curl_and_a_subprocess_server(make_server, certs):
+def test_curl_and_a_subprocess_server(make_server):
     s = make_server(subprocess=True)
     r = subprocess.run(["curl", "-sv", "--cacert", s.ca_path, "-o", "/dev/null",
                         f"https://127.0.0.1:{s.port}/version"],
