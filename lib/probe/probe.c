@@ -527,7 +527,10 @@ static int wait_fd(int fd, short events, int64_t deadline_ms)
 	}
 }
 
-/* Read one '\n'-terminated line (without it). */
+/* Read the server's one '\n'-terminated line (without it), as many bytes
+ * at a time as have arrived: the answer is the whole of what the server
+ * sends before it closes, so anything after the newline is a wrong
+ * answer, not the start of another. */
 static int read_line(int fd, char *buf, size_t len, int64_t deadline_ms)
 {
 	size_t n = 0;
@@ -535,8 +538,7 @@ static int read_line(int fd, char *buf, size_t len, int64_t deadline_ms)
 		int w = wait_fd(fd, POLLIN, deadline_ms);
 		if (w < 0)
 			return w;
-		char ch;
-		ssize_t r = read(fd, &ch, 1);
+		ssize_t r = read(fd, buf + n, len - 1 - n);
 		if (r == 0)
 			return -ECONNRESET;
 		if (r < 0) {
@@ -544,11 +546,14 @@ static int read_line(int fd, char *buf, size_t len, int64_t deadline_ms)
 				continue;
 			return -errno;
 		}
-		if (ch == '\n') {
-			buf[n] = '\0';
+		char *nl = memchr(buf + n, '\n', (size_t)r);
+		n += (size_t)r;
+		if (nl) {
+			if (nl != buf + n - 1)
+				return -EPROTO;
+			*nl = '\0';
 			return 0;
 		}
-		buf[n++] = ch;
 	}
 	return -EMSGSIZE;
 }
@@ -655,7 +660,9 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, const cha
 					&t0);
 			close(fd);
 			exchanged = last == 0;
-			if (exchanged || last == -ETIMEDOUT)
+			/* a reply of more than one line, or too long, is a wrong
+			 * answer: asking again would get the same */
+			if (exchanged || last == -ETIMEDOUT || last == -EPROTO || last == -EMSGSIZE)
 				break;
 		}
 		int64_t left = np_left_ms(deadline_ms);
@@ -668,6 +675,9 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, const cha
 		if (!res->connected)
 			snprintf(res->detail, sizeof(res->detail), "cannot connect to %s port %d: %s",
 				 peer_addr, port, strerror(-last));
+		else if (last == -EPROTO || last == -EMSGSIZE)
+			snprintf(res->detail, sizeof(res->detail), "unexpected reply from %s (%s)", peer_addr,
+				 last == -EPROTO ? "more than one line" : "a line too long");
 		else
 			snprintf(res->detail, sizeof(res->detail), "probe exchange with %s failed: %s",
 				 peer_addr, last == -ETIMEDOUT ? "deadline reached" : strerror(-last));

@@ -164,6 +164,96 @@ static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
 	probe_server_stop(f.real);
 }
 
+/* A peer that reads the hello and answers with `reply`, `step` bytes at a
+ * time, `gap_us` apart, for each of `conns` connections, then closes. */
+struct scripted {
+	int listen_fd, port, conns;
+	const char *reply;
+	size_t step;
+	useconds_t gap_us;
+	int accepted;
+};
+
+static void *scripted_peer(void *arg)
+{
+	struct scripted *p = arg;
+	for (int i = 0; i < p->conns; i++) {
+		struct pollfd pl = { .fd = p->listen_fd, .events = POLLIN };
+		if (poll(&pl, 1, 3000) != 1)
+			break;
+		int c = accept(p->listen_fd, NULL, NULL);
+		if (c < 0)
+			break;
+		p->accepted++;
+		char hello[256];
+		if (read(c, hello, sizeof(hello)) <= 0) {
+			close(c);
+			continue;
+		}
+		for (size_t off = 0, len = strlen(p->reply); off < len; off += p->step) {
+			size_t n = len - off < p->step ? len - off : p->step;
+			if (write(c, p->reply + off, n) != (ssize_t)n)
+				break;
+			usleep(p->gap_us);
+		}
+		close(c);
+	}
+	return NULL;
+}
+
+static void scripted_probe(struct scripted *p, struct probe_result *res)
+{
+	p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int one = 1;
+	setsockopt(p->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(p->listen_fd, 4), 0);
+	getsockname(p->listen_fd, (struct sockaddr *)&sa, &len);
+	p->port = ntohs(sa.sin_port);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, scripted_peer, p), 0);
+	np_error err = { 0 };
+	assert_int_equal(probe_peer("127.0.0.1", "127.0.0.1", p->port, TOKEN, np_now_ms() + 1500, 0, res, &err),
+			 0);
+	shutdown(p->listen_fd, SHUT_RDWR);
+	pthread_join(t, NULL);
+	close(p->listen_fd);
+}
+
+/* The prober reads the answer as it arrives, a byte at a time or all at
+ * once; an answer of more than one line, or a line longer than any
+ * address, is wrong at once, not retried until the deadline. */
+static void probe_reads_one_line_and_refuses_anything_after_it(void **state)
+{
+	(void)state;
+	struct probe_result res;
+	struct scripted slow = { .conns = 1, .reply = "SEEN 127.0.0.1\n", .step = 1, .gap_us = 2000 };
+	scripted_probe(&slow, &res);
+	assert_true(res.source_ok);
+	assert_string_equal(res.seen, "127.0.0.1");
+	assert_string_equal(res.detail, "");
+
+	struct scripted two = { .conns = 3, .reply = "SEEN 127.0.0.1\nSEEN 127.0.0.9\n", .step = 64 };
+	int64_t t0 = np_now_ms();
+	scripted_probe(&two, &res);
+	assert_false(res.source_ok);
+	assert_string_equal(res.detail, "unexpected reply from 127.0.0.1 (more than one line)");
+	assert_int_equal(two.accepted, 1);
+	assert_true(np_now_ms() - t0 < 1000);
+
+	char longline[400];
+	memset(longline, 'a', sizeof(longline) - 2);
+	longline[sizeof(longline) - 2] = '\n';
+	longline[sizeof(longline) - 1] = '\0';
+	struct scripted big = { .conns = 3, .reply = longline, .step = 400 };
+	scripted_probe(&big, &res);
+	assert_false(res.source_ok);
+	assert_string_equal(res.detail, "unexpected reply from 127.0.0.1 (a line too long)");
+	assert_int_equal(big.accepted, 1);
+}
+
 static void retries_start_within_milliseconds_and_slow_to_one_a_second(void **state)
 {
 	(void)state;
@@ -471,6 +561,7 @@ int main(void)
 		cmocka_unit_test(route_to_loopback_leaves_through_lo),
 		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
 		cmocka_unit_test(probe_retries_a_peer_that_resets_while_it_moves),
+		cmocka_unit_test(probe_reads_one_line_and_refuses_anything_after_it),
 		cmocka_unit_test(retries_start_within_milliseconds_and_slow_to_one_a_second),
 		cmocka_unit_test(probe_reaches_a_peer_that_listens_a_moment_late),
 		cmocka_unit_test(hello_check_admits_only_the_rounds_token_from_the_expected_peer),
