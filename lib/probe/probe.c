@@ -610,6 +610,13 @@ int probe_retry_ms(int attempt)
 	return ms < PROBE_RETRY_MAX_MS ? ms : PROBE_RETRY_MAX_MS;
 }
 
+/* read_line's verdict on an answer that came, but wrong: more than one
+ * line, or too long.  Asking again would get the same. */
+static bool wrong_answer(int r)
+{
+	return r == -EPROTO || r == -EMSGSIZE;
+}
+
 /* One exchange on a connected socket; 0 with res filled, or -errno. */
 static int exchange(int fd, const char *self_addr, const char *token, long throughput_bytes,
 		    int64_t deadline_ms, char *line, size_t line_len, int64_t *t0)
@@ -660,9 +667,7 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, const cha
 					&t0);
 			close(fd);
 			exchanged = last == 0;
-			/* a reply of more than one line, or too long, is a wrong
-			 * answer: asking again would get the same */
-			if (exchanged || last == -ETIMEDOUT || last == -EPROTO || last == -EMSGSIZE)
+			if (exchanged || last == -ETIMEDOUT || wrong_answer(last))
 				break;
 		}
 		int64_t left = np_left_ms(deadline_ms);
@@ -675,7 +680,7 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, const cha
 		if (!res->connected)
 			snprintf(res->detail, sizeof(res->detail), "cannot connect to %s port %d: %s",
 				 peer_addr, port, strerror(-last));
-		else if (last == -EPROTO || last == -EMSGSIZE)
+		else if (wrong_answer(last))
 			snprintf(res->detail, sizeof(res->detail), "unexpected reply from %s (%s)", peer_addr,
 				 last == -EPROTO ? "more than one line" : "a line too long");
 		else
