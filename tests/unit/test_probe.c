@@ -119,6 +119,22 @@ static void server_refuses_an_address_it_cannot_bind(void **state)
 	assert_non_null(strstr(err.msg, "cannot listen on 192.0.2.1"));
 }
 
+/* A plain TCP listener on 127.0.0.1, on a port the kernel picks: a peer
+ * the test scripts itself. */
+static int loopback_listener(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
 struct flaky {
 	int listen_fd;
 	int port;
@@ -142,15 +158,8 @@ static void *flaky_peer(void *arg)
 
 static void probe_retries_a_peer_that_resets_while_it_moves(void **state)
 {
-	struct flaky f = { .listen_fd = socket(AF_INET, SOCK_STREAM, 0) };
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int one = 1;
-	setsockopt(f.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	assert_int_equal(bind(f.listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(f.listen_fd, 4), 0);
-	getsockname(f.listen_fd, (struct sockaddr *)&sa, &len);
-	f.port = ntohs(sa.sin_port);
+	struct flaky f = { 0 };
+	f.listen_fd = loopback_listener(&f.port);
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, flaky_peer, &f), 0);
 	np_error err = { 0 };
@@ -203,15 +212,7 @@ static void *scripted_peer(void *arg)
 
 static void scripted_probe(struct scripted *p, struct probe_result *res)
 {
-	p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int one = 1;
-	setsockopt(p->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(p->listen_fd, 4), 0);
-	getsockname(p->listen_fd, (struct sockaddr *)&sa, &len);
-	p->port = ntohs(sa.sin_port);
+	p->listen_fd = loopback_listener(&p->port);
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, scripted_peer, p), 0);
 	np_error err = { 0 };
