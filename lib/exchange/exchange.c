@@ -131,14 +131,21 @@ int exchange_run(const struct exchange_opts *o, const struct nic_list *nics,
 		snprintf(x->why, sizeof(x->why), "it matches --leader-selector %s", o->leader_selector);
 	else
 		exchange_gatherer_why(x->pod, x->why, sizeof(x->why));
-	/* With --selector the user defines the job; its owner's spec may not. */
-	char spec_note[700];
-	int checked = jobs_check_pod_expect(x->k, x->ns, x->pod, o->selector ? 0 : o->expect, spec_note,
-					    sizeof(spec_note), err);
-	if (checked < 0)
-		goto out;
-	if (spec_note[0]) /* a check skipped is a warning, never silent */
-		ex_log(x, checked > 0 ? EXCHANGE_WARN : EXCHANGE_INFO, "%s", spec_note);
+	/* --expect against the owning job's spec: read once for the job, by
+	 * the gatherer, not by each of its N pods (1 or 2 GETs of a large
+	 * object each).  A gatherer that refuses the count fails its round on
+	 * its own pod (exchange_publish_result), and every follower exits with
+	 * its reason and status as soon as its watch shows it.  With
+	 * --selector the user defines the job; its owner's spec may not. */
+	if (x->leader) {
+		char spec_note[700];
+		int checked = jobs_check_pod_expect(x->k, x->ns, x->pod, o->selector ? 0 : o->expect,
+						    spec_note, sizeof(spec_note), err);
+		if (checked < 0)
+			goto out;
+		if (spec_note[0]) /* a check skipped is a warning, never silent */
+			ex_log(x, checked > 0 ? EXCHANGE_WARN : EXCHANGE_INFO, "%s", spec_note);
+	}
 
 	const char *node = np_json_cstr(json_object_get(json_object_get(x->pod, "spec"), "nodeName"));
 	if (agree_report_from_nics(x->name, x->uid, node ? node : "", nics, ranking, &x->mine, err) < 0)

@@ -197,9 +197,9 @@ def test_trainjob_with_initializers_before_node(make_cluster):
                      ("ft-model-initializer-0-0-bb", js_labels("ft", rjobs[1], 1, 0, 1, 0))],
          objects=trainjob_objects("ft", 2, rjobs))
     assert agree(c) == {"ft-node-0-1-x0": False, "ft-node-0-0-x1": True}
-    # The spec was read and agrees with --expect 2.
-    assert "--expect 2 agrees with TrainJob ft (spec.trainer.numNodes)" in c.pods[0].stderr_text, \
-        c.pods[0].stderr_text
+    # The gatherer read the spec, which agrees with --expect 2.
+    assert "--expect 2 agrees with TrainJob ft (spec.trainer.numNodes)" in c.pods[1].stderr_text, \
+        c.pods[1].stderr_text
 
 
 def test_trainjob_with_launcher_before_node(make_cluster):
@@ -258,10 +258,32 @@ def test_a_role_that_cannot_read_jobs_only_skips_the_check(make_cluster):
                    "spec": {"completions": 2,
                             "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
     c.server.set_rbac(deny=[{"verbs": ["get"], "apiGroups": ["batch"], "resources": ["jobs"]}])
+    c.server.requests(clear=True)
     agree(c)
-    for p in c.pods:
-        assert "--expect not checked against Job train: the Role does not allow reading it" \
-            in p.stderr_text, p.stderr_text
+    gatherer, follower = c.pods
+    assert "--expect not checked against Job train: the Role does not allow reading it" \
+        in gatherer.stderr_text, gatherer.stderr_text
+    # The job's spec is read once, by the gatherer: a follower never asks.
+    assert "--expect" not in follower.stderr_text, follower.stderr_text
+    reads = [(r["token"], r["status"]) for r in c.server.requests() if "/jobs/" in r["path"]]
+    assert reads == [(gatherer.token, 403)], reads
+
+
+def test_only_the_gatherer_reads_the_jobs_spec(make_cluster):
+    """--expect is checked against the owning job once per job: a follower
+    makes no request for the Job, whatever the size of the job."""
+    c = make_cluster()
+    seed(c, [KindPod(c, i, f"train-{i}-ab", batch_labels(i)) for i in range(2)],
+         objects=[{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                   "spec": {"completions": 2,
+                            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
+    c.server.requests(clear=True)
+    agree(c)
+    gatherer, follower = c.pods
+    assert "--expect 2 agrees with Job train (spec.completions)" in gatherer.stderr_text, \
+        gatherer.stderr_text
+    reads = [r["token"] for r in c.server.requests() if "/jobs/" in r["path"]]
+    assert reads == [gatherer.token], reads
 
 
 # --- settings in the pod that override the outputs ----------------------------
