@@ -274,7 +274,7 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	const struct member *me = gather_member(x->g, x->name, false);
 	if (me) /* listening before any pod has its part to probe this one */
 		ex_probe_listen(x, x->g->token, me->parts, me->n_parts, bytes);
-	return gather_publish_round(x, NULL, false, err) < 0 || gather_set_round(x, state, NULL, err) < 0 ||
+	return gather_publish_round(x, NULL, false, err) < 0 || gather_set_round(x, state, NULL, true, err) < 0 ||
 			       own_probe(x, bytes, err) < 0 || wait_probes(x, err) < 0
 		       ? -1
 		       : 0;
@@ -442,7 +442,7 @@ static int publish_failure(struct ex *x, np_error *err)
 	np_error keep = *err, perr = { 0 };
 	x->g->epoch++;
 	clear_parts(x->g);
-	if (gather_publish_round(x, &keep, false, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, &perr) < 0)
+	if (gather_publish_round(x, &keep, false, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, true, &perr) < 0)
 		ex_log(x, EXCHANGE_WARN, "cannot tell the other pods: %s", perr.msg);
 	*err = keep;
 	return -1;
@@ -557,7 +557,7 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 		}
 		if (!n_failed) {
 			gather_fill_result(x, &d, res);
-			return gather_set_round(x, EXCHANGE_FINAL, NULL, err);
+			return gather_set_round(x, EXCHANGE_FINAL, NULL, false, err);
 		}
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: %s failed the probe (%.180s)",
 			 g->epoch, nets, why);

@@ -158,15 +158,18 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 int gather_check_count(struct gather *g, np_error *err);
 
 /* publish.c */
-/* Tell every selected pod its part of the round (or the failure, with
- * err's status and message when failure is given); only_missing: only the
- * pods without this epoch's part (a pod restarted). */
+/* Tell every selected pod but the gatherer its part of the round (or the
+ * failure, with err's status and message when failure is given);
+ * only_missing: only the pods without this epoch's part (a pod restarted).
+ * The gatherer's own part goes with the round's state: gather_set_round. */
 int gather_publish_round(struct ex *x, const np_error *failure, bool only_missing, np_error *err);
 /* Every selected pod carries already the part gather_publish_round would
  * hand it now, as a part of round epoch with token (the same text). */
 bool gather_round_unchanged(struct ex *x, int epoch, const char *token);
-/* The round's state on the gatherer's own pod. */
-int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, np_error *err);
+/* The round's state on the gatherer's own pod; own_part: with the
+ * gatherer's own part of the round (or of the failure), in one write. */
+int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, bool own_part,
+		     np_error *err);
 /* What the gatherer waits for, on its own pod. */
 int gather_set_progress(struct ex *x, np_error *err);
 /* Each pod's part of one rail: the only one, or one more (a measure round). */

@@ -98,7 +98,8 @@ bool gather_round_unchanged(struct ex *x, int epoch, const char *token)
 	return same;
 }
 
-/* Tell every pod its part of the round (or the failure). */
+/* Tell every pod its part of the round (or the failure); the gatherer's
+ * own part goes with the round's state (gather_set_round). */
 int gather_publish_round(struct ex *x, const np_error *failure, bool only_missing, np_error *err)
 {
 	struct gather *g = x->g;
@@ -112,7 +113,8 @@ int gather_publish_round(struct ex *x, const np_error *failure, bool only_missin
 	}
 	for (size_t i = 0; i < g->n; i++) {
 		struct member *m = &g->m[i];
-		if (!m->selected || (only_missing && m->assigned_epoch == g->epoch))
+		if (!m->selected || (only_missing && m->assigned_epoch == g->epoch) ||
+		    strcmp(m->name, x->name) == 0)
 			continue;
 		member_assignment(x, m, failure, a);
 		names[n] = m->name;
@@ -171,8 +173,12 @@ out:
 }
 
 /* The round's state on the gatherer's own pod, where every follower that
- * has probed is waiting: one write ends the round for the whole job. */
-int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, np_error *err)
+ * has probed is waiting: one write ends the round for the whole job.  A
+ * round handed out (own_part) carries the gatherer's own part of it in
+ * the same write, after every other pod's: each write on this pod reaches
+ * every follower's watch, so one write a round, not two. */
+int gather_set_round(struct ex *x, enum exchange_state state, const np_error *failure, bool own_part,
+		     np_error *err)
 {
 	struct exchange_round rd = { .epoch = x->g->epoch, .state = state };
 	snprintf(rd.leader, sizeof(rd.leader), "%s", x->uid);
@@ -181,11 +187,30 @@ int gather_set_round(struct ex *x, enum exchange_state state, const np_error *fa
 		rd.status = failure->status;
 		np_text_clean(rd.reason, sizeof(rd.reason), failure->msg, NP_TEXT_SPACE);
 	}
-	char *s = NULL;
-	if (exchange_round_to_json(&rd, &s, err) < 0)
-		return -1;
-	int r = ex_annotate_self(x, EXCHANGE_ANN_ROUND, s, err);
+	const struct member *me = own_part ? gather_member(x->g, x->name, false) : NULL;
+	struct exchange_assignment *a = me && me->selected ? malloc(sizeof(*a)) : NULL;
+	char *s = NULL, *part = NULL;
+	json_t *ann = NULL;
+	int r = -1;
+	if (me && me->selected && !a) {
+		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+		goto out;
+	}
+	if (a)
+		member_assignment(x, me, failure, a);
+	if (exchange_round_to_json(&rd, &s, err) < 0 || (a && exchange_assignment_to_json(a, &part, err) < 0))
+		goto out;
+	ann = part ? json_pack("{s:s, s:s}", EXCHANGE_ANN_ROUND, s, EXCHANGE_ANN_ASSIGN, part)
+		   : json_pack("{s:s}", EXCHANGE_ANN_ROUND, s);
+	if (!ann) {
+		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+		goto out;
+	}
+	r = ex_patch_annotations(x, x->name, ann, err);
+out:
+	free(a);
 	free(s);
+	free(part);
 	return r;
 }
 
