@@ -139,14 +139,19 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		x->stop = true;
 		return 1;
 	}
-	if ((type == K8S_WATCH_RELIST || type == K8S_WATCH_RELIST_END) && !g->published[0])
-		gather_tick_publish(x, false); /* followers learn it at once, not at the first tick */
 	if (gather_check_count(g, &e) < 0) {
 		fail(x, &e);
 		x->stop = true;
 		return 1;
 	}
-	if (gather_ready(g, x->name)) {
+	bool ready = gather_ready(g, x->name);
+	/* After the first list the followers learn where it stands at once,
+	 * not at the first tick; when every report is in already, they learn
+	 * of the round instead, a moment later (each write on this pod is an
+	 * event on every follower's watch). */
+	if ((type == K8S_WATCH_RELIST || type == K8S_WATCH_RELIST_END) && !g->published[0] && !ready)
+		gather_tick_publish(x, false);
+	if (ready) {
 		x->stop = true;
 		return 1;
 	}

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import cluster as C
+
 WINDOW = 20.0
 SETTLE = 4.0  # start-up: the report, the first list and watch
 
@@ -97,3 +99,33 @@ def test_repeated_410s(cluster2):
     assert_bounded(c, rates, "repeated 410")
     for name, (req, watches) in rates.items():
         assert watches >= 2, (name, watches)  # the fault did reach the watches
+
+
+def own_pod_patches(c, p):
+    return [r for r in c.server.requests() if r["method"] == "PATCH" and r["token"] == p.token
+            and r["path"].endswith(f"/pods/{p.name}")]
+
+
+def test_the_gatherer_writes_its_own_pod_five_times_a_job(cluster2):
+    """Every write on the gatherer's pod is an event on each follower's
+    watch.  With every report in at its first list, the gatherer writes its
+    pod five times for a job that agrees in one round: its report (and
+    claim), the round with its own part, its probe result, the final round
+    and its result.  No progress write (the round follows at once), and no
+    write of its own part apart from the round's."""
+    c = cluster2
+    gatherer, follower = c.seed_pods(2)
+    c.server.requests(clear=True)
+    follower.start("--expect", "2", "--log-interval", "5", "--timeout", "60")
+    deadline = time.monotonic() + 20
+    while "nicpick.io/report" not in (c.server.get_object(C.NAMESPACE, follower.name)["metadata"]
+                                      .get("annotations") or {}):
+        assert time.monotonic() < deadline and follower.proc.poll() is None, follower.describe()
+        time.sleep(0.05)
+    gatherer.start("--expect", "2", "--log-interval", "5", "--timeout", "60")
+    c.wait_all()
+    assert [p.rc for p in (gatherer, follower)] == [0, 0], c.logs()
+    writes = own_pod_patches(c, gatherer)
+    assert len(writes) == 5, (len(writes), writes, gatherer.describe())
+    # The follower's own: its report, its probe result and its result.
+    assert len(own_pod_patches(c, follower)) == 3, own_pod_patches(c, follower)
