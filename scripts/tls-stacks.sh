@@ -5,8 +5,10 @@
 # from Debian 13's source packages.  Only for measuring the TLS choice
 # (README.md, "Image and binary", says why the release keeps OpenSSL);
 # nothing that ships is built here.  Needs `make static` first (its deps
-# tree and its apt state); writes build/static/bench-tls-get-wolfssl and
-# build/static/bench-tls-get-gnutls, and works under build/static/tls.
+# tree, its apt state and its objects); writes build/static/bench-tls-get-wolfssl
+# and build/static/bench-tls-get-gnutls (bench/tls), build/static/nicpick-wolfssl
+# and build/static/nicpick-gnutls (the release build's objects with that
+# library, for bench/agree), and works under build/static/tls.
 # About 10 minutes on 2 cores.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +16,7 @@ DEPS=$ROOT/build/static/deps
 W=$ROOT/build/static/tls
 OUT=$ROOT/build/static
 JOBS=$(nproc 2>/dev/null || echo 2)
-[ -e "$DEPS/prefix/lib/libcurl.a" ] && [ -e "$DEPS/stamp/apt-update-trixie" ] ||
+[ -e "$DEPS/prefix/lib/libcurl.a" ] && [ -e "$DEPS/stamp/apt-update-trixie" ] && [ -e "$OUT/libnicpick.a" ] ||
 	{ echo "tls-stacks: run make static first" >&2; exit 1; }
 for t in autoreconf libtoolize; do
 	command -v $t >/dev/null || { apt-get update -q && apt-get install -y -q autoconf automake libtool; break; }
@@ -62,6 +64,24 @@ curl_into() {
 		./configure --prefix="$p" $CURL_CONFIG --with-nghttp2="$p" "$@")
 	(cd "$c" && run "$c.build.log" make -j"$JOBS" -C lib install && run "$c.hdr.log" make -C include install)
 }
+# nicpick_with P NAME LIB...: the release build's own objects (make static)
+# linked against P's libcurl and TLS library, as build/static/nicpick-NAME,
+# so that bench/agree measures a whole follower with it.  Measurement only:
+# nothing ships it (main.c leaves out its OpenSSL start-up, K8S_TLS_NOT_OPENSSL).
+nicpick_with() {
+	p=$1 name=$2; shift 2
+	o=$W/nicpick-$name
+	mkdir -p "$o"
+	musl-gcc -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -I"$ROOT/lib" -I"$p/include" \
+		-I"$DEPS/prefix/include" -I"$DEPS/prefix/include/libnl3" -I"$DEPS/kernel-include" \
+		-DCURL_STATICLIB -DK8S_CURL_STATIC -DK8S_TLS_NOT_OPENSSL -c -o "$o/main.o" "$ROOT/cmd/nicpick/main.c"
+	# shellcheck disable=SC2046
+	musl-gcc -static -Wl,--gc-sections -o "$OUT/nicpick-$name" "$o/main.o" \
+		$(ls "$OUT"/obj/cmd/nicpick/*.o | grep -v '/main\.o$') "$OUT/libnicpick.a" \
+		-L"$p/lib" -L"$DEPS/prefix/lib" -Wl,--whole-archive -lmimalloc -Wl,--no-whole-archive \
+		-lcurl -lnghttp2 "$@" -lnl-genl-3 -lnl-route-3 -lnl-3 -ljansson -lyaml -ldl -lpthread
+	log "built $OUT/nicpick-$name"
+}
 # client P NAME LIB...: bench/tls-get.c against P.
 client() {
 	p=$1 name=$2; shift 2
@@ -89,6 +109,7 @@ if [ ! -e "$P/lib/libcurl.a" ]; then
 	curl_into "$P" wolfssl "" --with-wolfssl="$P" --without-openssl --without-mbedtls --without-gnutls
 fi
 client "$P" wolfssl -lwolfssl -lm -lpthread
+nicpick_with "$P" wolfssl -lwolfssl -lm
 
 # --- GnuTLS (LGPL-2.1+) with nettle and GMP (LGPL-3+ or GPL-2+): GMP for
 # generic x86-64 (not this machine's CPU), nettle without IFUNC (musl's
@@ -129,3 +150,4 @@ if [ ! -e "$P/lib/libcurl.a" ]; then
 		--without-wolfssl --without-mbedtls --with-ca-fallback
 fi
 client "$P" gnutls -lgnutls -lhogweed -lnettle -lgmp -lm -lpthread
+nicpick_with "$P" gnutls -lgnutls -lhogweed -lnettle -lgmp -lm
