@@ -188,11 +188,13 @@ int gather_set_round(struct ex *x, enum exchange_state state, const np_error *fa
 		np_text_clean(rd.reason, sizeof(rd.reason), failure->msg, NP_TEXT_SPACE);
 	}
 	const struct member *me = own_part ? gather_member(x->g, x->name, false) : NULL;
-	struct exchange_assignment *a = me && me->selected ? malloc(sizeof(*a)) : NULL;
+	if (me && !me->selected)
+		me = NULL; /* no part of this round */
+	struct exchange_assignment *a = me ? malloc(sizeof(*a)) : NULL;
 	char *s = NULL, *part = NULL;
 	json_t *ann = NULL;
 	int r = -1;
-	if (me && me->selected && !a) {
+	if (me && !a) {
 		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 		goto out;
 	}
