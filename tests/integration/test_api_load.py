@@ -9,8 +9,6 @@ import time
 
 import pytest
 
-import cluster as C
-
 WINDOW = 20.0
 SETTLE = 4.0  # start-up: the report, the first list and watch
 
@@ -118,8 +116,7 @@ def test_the_gatherer_writes_its_own_pod_five_times_a_job(cluster2):
     c.server.requests(clear=True)
     follower.start("--expect", "2", "--log-interval", "5", "--timeout", "60")
     deadline = time.monotonic() + 20
-    while "nicpick.io/report" not in (c.server.get_object(C.NAMESPACE, follower.name)["metadata"]
-                                      .get("annotations") or {}):
+    while c.annotation(follower.name, "nicpick.io/report") is None:
         assert time.monotonic() < deadline and follower.proc.poll() is None, follower.describe()
         time.sleep(0.05)
     gatherer.start("--expect", "2", "--log-interval", "5", "--timeout", "60")

@@ -68,6 +68,14 @@ def diag(c):
         f"{r['method']} {r['path']}?{r['query']} -> {r['status']}" for r in reqs[-40:])
 
 
+def seed_train_job(c):
+    """Two pods of the batch Job train, whose spec says 2 completions."""
+    seed(c, [KindPod(c, i, f"train-{i}-ab", batch_labels(i)) for i in range(2)],
+         objects=[{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                   "spec": {"completions": 2,
+                            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
+
+
 def agree(c, *extra):
     c.start_all(*COMMON, *extra)
     c.wait_all(timeout=60)
@@ -253,10 +261,7 @@ def test_expect_contradicting_the_jobset_fails_at_start(make_cluster):
 
 def test_a_role_that_cannot_read_jobs_only_skips_the_check(make_cluster):
     c = make_cluster()
-    seed(c, [KindPod(c, i, f"train-{i}-ab", batch_labels(i)) for i in range(2)],
-         objects=[{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
-                   "spec": {"completions": 2,
-                            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
+    seed_train_job(c)
     c.server.set_rbac(deny=[{"verbs": ["get"], "apiGroups": ["batch"], "resources": ["jobs"]}])
     c.server.requests(clear=True)
     agree(c)
@@ -273,10 +278,7 @@ def test_only_the_gatherer_reads_the_jobs_spec(make_cluster):
     """--expect is checked against the owning job once per job: a follower
     makes no request for the Job, whatever the size of the job."""
     c = make_cluster()
-    seed(c, [KindPod(c, i, f"train-{i}-ab", batch_labels(i)) for i in range(2)],
-         objects=[{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
-                   "spec": {"completions": 2,
-                            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
+    seed_train_job(c)
     c.server.requests(clear=True)
     agree(c)
     gatherer, follower = c.pods
@@ -362,10 +364,7 @@ def test_a_selector_given_by_the_user_skips_the_spec_check(make_cluster):
     """--selector defines the job: three pods may be meant even if their
     Job says two, so nicpick waits (and here times out) instead of refusing."""
     c = make_cluster()
-    seed(c, [KindPod(c, i, f"train-{i}-ab", batch_labels(i)) for i in range(2)],
-         objects=[{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
-                   "spec": {"completions": 2,
-                            "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}}}])
+    seed_train_job(c)
     c.start_all("--expect", "3", "--selector", "batch.kubernetes.io/job-name=train",
                 "--log-interval", "2", "--timeout", "4")
     c.wait_all(timeout=30)
