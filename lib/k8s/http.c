@@ -171,7 +171,8 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	}
 	struct curl_slist *hdrs = NULL, *h;
 	cleanup_free char *accept = NULL;
-	if (asprintf(&accept, "Accept: %s", c->accept ? c->accept : K8S_ACCEPT_JSON) < 0)
+	if (asprintf(&accept, "Accept: %s",
+		     x->accept ? x->accept : c->accept ? c->accept : K8S_ACCEPT_JSON) < 0)
 		accept = NULL;
 	h = accept ? curl_slist_append(hdrs, accept) : NULL;
 	hdrs = h ? h : hdrs;
@@ -403,9 +404,15 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 	if (body && !(payload = json_dumps(body, JSON_COMPACT)))
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "encoding %s %s", method, path);
 
+	/* A write whose answer nobody reads (a patch of annotations, an
+	 * Event) asks for the object's metadata only, as client-go's
+	 * metadata client does for its Patch: the server then neither
+	 * encodes nor sends the pod's spec and status, about half of a
+	 * real pod's bytes.  The answer is still checked for its status. */
 	struct k8s_xfer x = { .method = method, .path = path, .body = payload,
 			      .body_len = payload ? strlen(payload) : 0,
-			      .content_type = payload ? content_type : NULL };
+			      .content_type = payload ? content_type : NULL,
+			      .accept = out ? NULL : K8S_ACCEPT_META };
 	char last[NP_ERR_MSG_MAX / 2] = "";
 	bool reauthed = false;
 	int rc = -1;

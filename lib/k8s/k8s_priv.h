@@ -28,6 +28,14 @@
  * same as without it. */
 #define K8S_DROP ";drop=metadata.managedFields"
 #define K8S_ACCEPT_JSON "application/json" K8S_DROP
+/* client-go/metadata/metadata.go, JSON only (nicpick speaks no protobuf),
+ * each clause without managedFields (K8S_DROP).  kube-apiserver renders
+ * the answer to any verb this way: GET, LIST and WATCH, and the answers
+ * to PATCH and POST (handlers/patch.go and create.go negotiate the output
+ * media type and transformResponseObject renders the object as asked). */
+#define K8S_ACCEPT_META_LIST \
+	"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" K8S_DROP "," K8S_ACCEPT_JSON
+#define K8S_ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1" K8S_DROP "," K8S_ACCEPT_JSON
 
 /* libcurl, loaded on first use (curl.c).  The macros below route every
  * curl call in lib/k8s through the table. */
@@ -232,6 +240,8 @@ struct k8s_xfer {
 	const char *body;
 	size_t body_len;
 	const char *content_type;
+	/* The Accept header's value for this transfer; NULL: the client's. */
+	const char *accept;
 	long cap_ms; /* per-request timeout cap; 0: K8S_REQUEST_CAP_MS */
 	size_t (*write_fn)(char *p, size_t size, size_t nmemb, void *ud);
 	void *write_ud;

@@ -14,11 +14,6 @@
 #include "util/jsonread.h"
 
 #define K8S_MAX_LINE (16u << 20) /* one watch event */
-/* client-go/metadata/metadata.go, JSON only (nicpick speaks no protobuf),
- * each clause without managedFields (K8S_DROP). */
-#define K8S_ACCEPT_META_LIST \
-	"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" K8S_DROP "," K8S_ACCEPT_JSON
-#define K8S_ACCEPT_META "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1" K8S_DROP "," K8S_ACCEPT_JSON
 
 static const char *const type_names[] = {
 	[K8S_WATCH_ADDED] = "ADDED",	   [K8S_WATCH_MODIFIED] = "MODIFIED",
