@@ -154,7 +154,7 @@ def test_no_managed_fields_asked_for_and_none_read(netns, nicpick_bin, tmp_path)
     assert got[True] < 0.8 * got[False], got
 
 
-def test_writes_whose_answer_is_not_read_ask_for_metadata_only(netns, nicpick_bin, tmp_path):
+def test_writes_whose_answer_is_not_read_ask_for_metadata_only(cluster):
     """A pod's PATCHes (its report, its probe result, its result) and its
     Event read nothing of the answer, so each asks, as client-go's metadata
     client does for its Patch, for the object's metadata only
@@ -162,25 +162,21 @@ def test_writes_whose_answer_is_not_read_ask_for_metadata_only(netns, nicpick_bi
     sends no spec or status.  The GET of its own pod, which reads the spec,
     asks for the whole pod.  Pods of a real cluster's size, so the bytes
     saved are a real pod's."""
-    c = C.Cluster(netns, tmp_path / "c", nicpick_bin, n_nodes=2)
-    try:
-        c.build().start_api()
-        c.server.configure(realistic_pods=True)
-        pods = c.seed_pods(2)
-        c.start_all(*ARGS)
-        agreed(c)
-        tokens = {p.token for p in pods}
-        mine = [r for r in c.server.requests() if r["token"] in tokens]
-        writes = [r for r in mine if r["method"] in ("PATCH", "POST")]
-        assert len([r for r in writes if r["method"] == "PATCH"]) >= 6, diag(c)
-        assert any(r["method"] == "POST" and "/events" in r["path"] for r in writes), diag(c)
-        for r in writes:
-            first, *rest = r["accept"].split(",")
-            assert "as=PartialObjectMetadata" in first.split(";")[1], r
-            assert rest and rest[-1].split(";")[0].strip() == "application/json", r
-            assert 200 <= r["status"] < 300, r
-        gets = [r for r in mine if r["method"] == "GET" and r["path"].endswith(
-            tuple("/pods/" + p.name for p in pods))]
-        assert gets and all("as=" not in r["accept"] for r in gets), gets
-    finally:
-        c.close()
+    c = cluster()
+    c.server.configure(realistic_pods=True)
+    pods = c.seed_pods(2)
+    c.start_all(*ARGS)
+    agreed(c)
+    tokens = {p.token for p in pods}
+    mine = [r for r in c.server.requests() if r["token"] in tokens]
+    writes = [r for r in mine if r["method"] in ("PATCH", "POST")]
+    assert len([r for r in writes if r["method"] == "PATCH"]) >= 6, diag(c)
+    assert any(r["method"] == "POST" and "/events" in r["path"] for r in writes), diag(c)
+    for r in writes:
+        first, *rest = r["accept"].split(",")
+        assert "as=PartialObjectMetadata" in first.split(";")[1], r
+        assert rest and rest[-1].split(";")[0].strip() == "application/json", r
+        assert 200 <= r["status"] < 300, r
+    gets = [r for r in mine if r["method"] == "GET" and r["path"].endswith(
+        tuple("/pods/" + p.name for p in pods))]
+    assert gets and all("as=" not in r["accept"] for r in gets), gets
