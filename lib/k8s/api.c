@@ -50,19 +50,19 @@ int k8s_query_add(char **path, const char *key, const char *value)
 
 int k8s_get(struct k8s_client *c, const char *path, json_t **out, np_error *err)
 {
-	return k8s_request(c, "GET", path, NULL, NULL, out, err);
+	return k8s_request(c, "GET", path, NULL, NULL, NULL, out, err);
 }
 
 int k8s_patch_merge(struct k8s_client *c, const char *path, const json_t *patch,
 		    json_t **out, np_error *err)
 {
-	return k8s_request(c, "PATCH", path, patch, "application/merge-patch+json", out, err);
+	return k8s_request(c, "PATCH", path, patch, "application/merge-patch+json", NULL, out, err);
 }
 
 int k8s_create(struct k8s_client *c, const char *path, const json_t *obj, json_t **out,
 	       np_error *err)
 {
-	return k8s_request(c, "POST", path, obj, "application/json", out, err);
+	return k8s_request(c, "POST", path, obj, "application/json", NULL, out, err);
 }
 
 static int nomem(np_error *err)
@@ -113,13 +113,19 @@ int k8s_patch_pod(struct k8s_client *c, const char *ns, const char *name,
 int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_selector,
 		  const char *field_selector, json_t **list, np_error *err)
 {
+	return k8s_list_pods_as(c, ns, label_selector, field_selector, NULL, list, err);
+}
+
+int k8s_list_pods_as(struct k8s_client *c, const char *ns, const char *label_selector,
+		     const char *field_selector, const char *accept, json_t **list, np_error *err)
+{
 	cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", NULL);
 	if (!path || (label_selector && *label_selector &&
 		      k8s_query_add(&path, "labelSelector", label_selector) < 0) ||
 	    (field_selector && *field_selector &&
 	     k8s_query_add(&path, "fieldSelector", field_selector) < 0))
 		return nomem(err);
-	if (k8s_get(c, path, list, err) < 0)
+	if (k8s_request(c, "GET", path, NULL, NULL, accept, list, err) < 0)
 		return -1;
 	if (!json_is_array(json_object_get(*list, "items"))) {
 		json_decref(*list);
@@ -132,6 +138,15 @@ int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_select
 int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_selector,
 			const char *field_selector, size_t limit, int (*page)(json_t *list, void *ud),
 			void (*restart)(void *ud), void *ud, char **rv, np_error *err)
+{
+	return k8s_list_pods_paged_as(c, ns, label_selector, field_selector, NULL, limit, page,
+				      restart, ud, rv, err);
+}
+
+int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *label_selector,
+			   const char *field_selector, const char *accept, size_t limit,
+			   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
+			   char **rv, np_error *err)
 {
 	char lim[24], *cont = NULL;
 	unsigned expired = 0;
@@ -151,7 +166,7 @@ int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_
 			break;
 		}
 		json_t *list = NULL;
-		if (k8s_get(c, path, &list, err) < 0) {
+		if (k8s_request(c, "GET", path, NULL, NULL, accept, &list, err) < 0) {
 			/* The snapshot of the first page is gone (compacted): what
 			 * was read is void, list again from the start. */
 			if (cont && k8s_client_last_http(c) == 410) {

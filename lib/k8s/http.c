@@ -172,7 +172,7 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	struct curl_slist *hdrs = NULL, *h;
 	cleanup_free char *accept = NULL;
 	if (asprintf(&accept, "Accept: %s",
-		     x->accept ? x->accept : c->accept ? c->accept : K8S_ACCEPT_JSON) < 0)
+		     x->accept ? x->accept : K8S_ACCEPT_JSON) < 0)
 		accept = NULL;
 	h = accept ? curl_slist_append(hdrs, accept) : NULL;
 	hdrs = h ? h : hdrs;
@@ -396,7 +396,8 @@ static bool http_retryable(long http, const char *body, size_t len)
 }
 
 int k8s_request(struct k8s_client *c, const char *method, const char *path,
-		const json_t *body, const char *content_type, json_t **out, np_error *err)
+		const json_t *body, const char *content_type, const char *accept, json_t **out,
+		np_error *err)
 {
 	cleanup_free char *payload = NULL;
 	if (out)
@@ -412,7 +413,7 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 	struct k8s_xfer x = { .method = method, .path = path, .body = payload,
 			      .body_len = payload ? strlen(payload) : 0,
 			      .content_type = payload ? content_type : NULL,
-			      .accept = out ? NULL : K8S_ACCEPT_META };
+			      .accept = accept ? accept : out ? K8S_ACCEPT_JSON : K8S_ACCEPT_META };
 	char last[NP_ERR_MSG_MAX / 2] = "";
 	bool reauthed = false;
 	int rc = -1;

@@ -216,9 +216,6 @@ struct k8s_client {
 	char *base_url;
 	struct curl_slist *connect_to;
 	char *host_header;
-	/* The Accept header's value while set (a metadata-only watch sets it
-	 * for its own requests); NULL: K8S_ACCEPT_JSON. */
-	const char *accept;
 	/* the watch's buffer (k8s_wbuf): its limit (0: K8S_WBUF_MAX; the
 	 * tests set less) and how often a watch of this client was paused */
 	size_t watch_buf_max;
@@ -240,7 +237,7 @@ struct k8s_xfer {
 	const char *body;
 	size_t body_len;
 	const char *content_type;
-	/* The Accept header's value for this transfer; NULL: the client's. */
+	/* The Accept header's value for this transfer; NULL: K8S_ACCEPT_JSON. */
 	const char *accept;
 	long cap_ms; /* per-request timeout cap; 0: K8S_REQUEST_CAP_MS */
 	size_t (*write_fn)(char *p, size_t size, size_t nmemb, void *ud);
@@ -306,8 +303,23 @@ bool k8s_curl_h2_pause_ok(void);
 /* http.c: what a failed transfer's curl text means, for the error line: sets
  * x->tls_refused and rewrites x->errbuf (also for the tests). */
 void k8s_xfer_explain(struct k8s_xfer *x);
+/* One request with its retries.  accept: the Accept header's value; NULL
+ * asks for what the caller reads: the whole object (K8S_ACCEPT_JSON) when
+ * out takes the answer, its metadata only (K8S_ACCEPT_META) when nothing
+ * reads it. */
 int k8s_request(struct k8s_client *c, const char *method, const char *path,
-		const json_t *body, const char *content_type, json_t **out, np_error *err);
+		const json_t *body, const char *content_type, const char *accept, json_t **out,
+		np_error *err);
+
+/* api.c: k8s_list_pods and k8s_list_pods_paged with the Accept header's
+ * value for each list request (NULL: K8S_ACCEPT_JSON); a metadata-only
+ * watch lists with K8S_ACCEPT_META_LIST. */
+int k8s_list_pods_as(struct k8s_client *c, const char *ns, const char *label_selector,
+		     const char *field_selector, const char *accept, json_t **list, np_error *err);
+int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *label_selector,
+			   const char *field_selector, const char *accept, size_t limit,
+			   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
+			   char **rv, np_error *err);
 
 /* status.c: who needs which RBAC rule for a request */
 struct k8s_rbac {

@@ -128,6 +128,9 @@ struct watch {
 	void *ud;
 	np_error *err;
 	const char *path; /* the current watch request */
+	/* the Accept header's value of its lists and of the watch requests
+	 * (NULL: whole objects, K8S_ACCEPT_JSON) */
+	const char *list_accept, *watch_accept;
 	char *rv;
 	struct k8s_linebuf lb;
 	struct k8s_wbuf wb;     /* received, not yet delivered */
@@ -313,7 +316,7 @@ static int watch_pump(void *ud)
 static int relist(struct watch *w, const char *ns, const char *lsel, const char *fsel)
 {
 	json_t *list = NULL;
-	if (k8s_list_pods(w->c, ns, lsel, fsel, &list, w->err) < 0)
+	if (k8s_list_pods_as(w->c, ns, lsel, fsel, w->list_accept, &list, w->err) < 0)
 		return np_error_wrap(w->err, "re-listing pods for the watch");
 	int rc = set_rv(w, list);
 	if (rc < 0)
@@ -355,8 +358,8 @@ static int relist_paged(struct watch *w, const char *ns, const char *lsel, const
 	relist_restart(w);
 	if (w->outcome != W_NONE)
 		return 0;
-	int rc = k8s_list_pods_paged(w->c, ns, lsel, fsel, limit, relist_page, relist_restart, w,
-				     &rv, w->err);
+	int rc = k8s_list_pods_paged_as(w->c, ns, lsel, fsel, w->list_accept, limit, relist_page,
+					relist_restart, w, &rv, w->err);
 	if (rc < 0) {
 		free(rv);
 		return np_error_wrap(w->err, "re-listing pods for the watch");
@@ -469,22 +472,23 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 {
 	size_t page_limit = opts ? opts->page_limit : 0;
 	bool meta = opts && opts->metadata_only;
-	const char *accept = c->accept;
-	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err };
+	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err,
+			   .list_accept = meta ? K8S_ACCEPT_META_LIST : NULL,
+			   .watch_accept = meta ? K8S_ACCEPT_META : NULL };
 	w.lb.max_line = K8S_MAX_LINE;
 	w.wb.max = c->watch_buf_max;
 	bool need_list = !resource_version || !*resource_version;
 	if (!need_list && !(w.rv = strdup(resource_version)))
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "watch");
 
-	struct k8s_xfer x = { .method = "GET", .write_fn = watch_write, .write_ud = &w };
+	struct k8s_xfer x = { .method = "GET", .accept = w.watch_accept, .write_fn = watch_write,
+			      .write_ud = &w };
 	unsigned failures = 0;
 	bool reauthed = false;
 	int rc = -1;
 	for (;;) {
 		if (need_list) {
 			w.outcome = W_NONE;
-			c->accept = meta ? K8S_ACCEPT_META_LIST : accept;
 			if ((page_limit ? relist_paged(&w, ns, label_selector, field_selector, page_limit)
 					: relist(&w, ns, label_selector, field_selector)) < 0)
 				break;
@@ -536,10 +540,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 
 		int64_t start = k8s_mono_ms();
 		c->stats.watches++;
-		c->accept = meta ? K8S_ACCEPT_META : accept;
-		int pr = k8s_perform(c, &x, err);
-		c->accept = accept;
-		if (pr < 0)
+		if (k8s_perform(c, &x, err) < 0)
 			break;
 		long delay = -1;
 		int next = after_connection(&w, &x, k8s_mono_ms() - start, &reauthed, &delay);
@@ -568,7 +569,6 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		if (k8s_wait(c, delay, what, err) < 0)
 			break;
 	}
-	c->accept = accept;
 	w.path = NULL;
 	k8s_buf_free(&x.resp);
 	k8s_buf_free(&w.errbody);

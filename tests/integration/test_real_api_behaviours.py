@@ -180,3 +180,36 @@ def test_writes_whose_answer_is_not_read_ask_for_metadata_only(cluster):
     gets = [r for r in mine if r["method"] == "GET" and r["path"].endswith(
         tuple("/pods/" + p.name for p in pods))]
     assert gets and all("as=" not in r["accept"] for r in gets), gets
+
+
+def test_lists_and_watches_ask_for_what_they_read(cluster):
+    """A follower reads names, uids, labels and annotations of its own
+    pod and its gatherer's: its list asks for a PartialObjectMetadataList
+    and its watch for PartialObjectMetadata, each with plain JSON as the
+    last clause (as client-go's metadata client asks).  The gatherer reads
+    its members' whole pods.  Every clause asks to leave managedFields out
+    (lib/k8s/k8s_priv.h, K8S_DROP)."""
+    c = cluster()
+    c.server.configure(realistic_pods=True)
+    gatherer, follower = c.seed_pods(2)
+    c.start_all(*ARGS)
+    agreed(c)
+    reqs = c.server.requests()
+
+    def of(pod, verb):
+        got = [r for r in reqs if r["token"] == pod.token and r["verb"] == verb]
+        assert got, (pod.name, verb, diag(c))
+        return got
+
+    def clauses(r):
+        parts = [p.strip() for p in r["accept"].split(",")]
+        assert all("drop=metadata.managedFields" in p for p in parts), r
+        return parts
+
+    for verb, kind in (("list", "PartialObjectMetadataList"), ("watch", "PartialObjectMetadata")):
+        for r in of(follower, verb):
+            first, *rest = clauses(r)
+            assert f"as={kind};" in first + ";", r
+            assert rest and rest[-1].split(";")[0] == "application/json", r
+        for r in of(gatherer, verb):
+            assert all("as=" not in p for p in clauses(r)), r
