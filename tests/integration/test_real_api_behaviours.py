@@ -4,8 +4,9 @@ fidelity test and the real source in tests/apiserver/test_fidelity_*.py):
 a re-list after 410 in any phase, a terminating gatherer beside its
 replacement (graceful deletion), an Event POST that committed before its
 504, anonymous requests answered 403, APF's plain-text 429s, answers
-without managedFields (ManagedFieldsOptOut), and a write's answer as its
-object's metadata only (as=PartialObjectMetadata)."""
+without managedFields (ManagedFieldsOptOut), and answers of metadata only
+(as=PartialObjectMetadata and PartialObjectMetadataList): to a write whose
+answer nicpick does not read, and to a follower's list and watch."""
 import time
 
 import pytest
