@@ -171,8 +171,7 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 	}
 	struct curl_slist *hdrs = NULL, *h;
 	cleanup_free char *accept = NULL;
-	if (asprintf(&accept, "Accept: %s",
-		     x->accept ? x->accept : K8S_ACCEPT_JSON) < 0)
+	if (asprintf(&accept, "Accept: %s", x->accept ? x->accept : K8S_ACCEPT_JSON) < 0)
 		accept = NULL;
 	h = accept ? curl_slist_append(hdrs, accept) : NULL;
 	hdrs = h ? h : hdrs;

@@ -155,6 +155,22 @@ def test_no_managed_fields_asked_for_and_none_read(netns, nicpick_bin, tmp_path)
     assert got[True] < 0.8 * got[False], got
 
 
+def agreed_realistic(cluster):
+    """Two pods of a real cluster's size agree: (the cluster, its pods,
+    every request the server saw)."""
+    c = cluster()
+    c.server.configure(realistic_pods=True)
+    pods = c.seed_pods(2)
+    c.start_all(*ARGS)
+    agreed(c)
+    return c, pods, c.server.requests()
+
+
+def accept_clauses(r):
+    """A request's Accept header, clause by clause."""
+    return [p.strip() for p in r["accept"].split(",")]
+
+
 def test_writes_whose_answer_is_not_read_ask_for_metadata_only(cluster):
     """A pod's PATCHes (its report, its probe result, its result) and its
     Event read nothing of the answer, so each asks, as client-go's metadata
@@ -163,20 +179,16 @@ def test_writes_whose_answer_is_not_read_ask_for_metadata_only(cluster):
     sends no spec or status.  The GET of its own pod, which reads the spec,
     asks for the whole pod.  Pods of a real cluster's size, so the bytes
     saved are a real pod's."""
-    c = cluster()
-    c.server.configure(realistic_pods=True)
-    pods = c.seed_pods(2)
-    c.start_all(*ARGS)
-    agreed(c)
+    c, pods, reqs = agreed_realistic(cluster)
     tokens = {p.token for p in pods}
-    mine = [r for r in c.server.requests() if r["token"] in tokens]
+    mine = [r for r in reqs if r["token"] in tokens]
     writes = [r for r in mine if r["method"] in ("PATCH", "POST")]
     assert len([r for r in writes if r["method"] == "PATCH"]) >= 6, diag(c)
     assert any(r["method"] == "POST" and "/events" in r["path"] for r in writes), diag(c)
     for r in writes:
-        first, *rest = r["accept"].split(",")
+        first, *rest = accept_clauses(r)
         assert "as=PartialObjectMetadata" in first.split(";")[1], r
-        assert rest and rest[-1].split(";")[0].strip() == "application/json", r
+        assert rest and rest[-1].split(";")[0] == "application/json", r
         assert 200 <= r["status"] < 300, r
     gets = [r for r in mine if r["method"] == "GET" and r["path"].endswith(
         tuple("/pods/" + p.name for p in pods))]
@@ -190,12 +202,7 @@ def test_lists_and_watches_ask_for_what_they_read(cluster):
     last clause (as client-go's metadata client asks).  The gatherer reads
     its members' whole pods.  Every clause asks to leave managedFields out
     (lib/k8s/k8s_priv.h, K8S_DROP)."""
-    c = cluster()
-    c.server.configure(realistic_pods=True)
-    gatherer, follower = c.seed_pods(2)
-    c.start_all(*ARGS)
-    agreed(c)
-    reqs = c.server.requests()
+    c, (gatherer, follower), reqs = agreed_realistic(cluster)
 
     def of(pod, verb):
         got = [r for r in reqs if r["token"] == pod.token and r["verb"] == verb]
@@ -203,7 +210,7 @@ def test_lists_and_watches_ask_for_what_they_read(cluster):
         return got
 
     def clauses(r):
-        parts = [p.strip() for p in r["accept"].split(",")]
+        parts = accept_clauses(r)
         assert all("drop=metadata.managedFields" in p for p in parts), r
         return parts
 
