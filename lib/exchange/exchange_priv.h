@@ -93,8 +93,13 @@ bool ex_past_deadline(const struct ex *x);
 int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_watch_cb cb,
 	     void (*tick)(struct ex *), np_error *err);
 void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj);
-/* Listen on each part's address, probe the ring neighbour on each, and
- * publish what was found; `out` gets it too. */
+/* Listen on each part's address and probe the ring neighbour on each:
+ * `out` gets what was found, *json the same as its message
+ * (nicpick.io/probe, the caller frees it). */
+int ex_probe_run(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		 const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
+		 char **json, np_error *err);
+/* ex_probe_run, and publish what was found on this pod. */
 int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
 		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
 		   np_error *err);

@@ -6,8 +6,9 @@
 
 #include "exchange/gather_priv.h"
 #include "util/clock.h"
-#include "util/text.h"
 #include "util/jsonread.h"
+#include "util/testhook.h"
+#include "util/text.h"
 
 static bool member_done(const struct gather *g, const struct member *m)
 {
@@ -217,7 +218,12 @@ static int build_reports(struct gather *g, struct agree_view **out, size_t *n)
 	return 0;
 }
 
-/* The gatherer runs its own probes inline, as a follower would. */
+/* The gatherer runs its own probes inline, as a follower would, but does
+ * not write the result on its pod at once: each write there is an event
+ * on every follower's watch, so it goes with the next write the gatherer
+ * makes there anyway (publish.c: the round's end, or a progress line while
+ * it waits).  No reader needs it sooner: the decision takes it from here,
+ * and a follower waits for the round, not for this. */
 static int own_probe(struct ex *x, long bytes, np_error *err)
 {
 	struct gather *g = x->g;
@@ -227,10 +233,15 @@ static int own_probe(struct ex *x, long bytes, np_error *err)
 	struct exchange_probe *pr = malloc(sizeof(*pr));
 	if (!pr)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	int r = ex_probe_round(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, pr, err);
+	char *json = NULL;
+	int r = ex_probe_run(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, pr, &json, err);
 	me = gather_member(g, x->name, false);
-	if (r == 0)
+	if (r == 0) {
 		gather_member_set_probe(g, me, pr);
+		free(g->probe_unsent);
+		g->probe_unsent = json;
+		np_test_point("after-probe");
+	}
 	free(pr);
 	return r;
 }
@@ -665,6 +676,7 @@ void ex_gather_free(struct ex *x)
 	for (size_t c = 0; c < PUBLISH_CONNS_MAX; c++)
 		k8s_client_free(g->pool[c]);
 	k8s_limiter_free(g->assign_lim);
+	free(g->probe_unsent);
 	free(g);
 	x->g = NULL;
 }

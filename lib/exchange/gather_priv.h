@@ -102,6 +102,9 @@ struct gather {
 	char resume_token[PROBE_TOKEN_MAX];
 	char warning[EXCHANGE_REASON_MAX]; /* networks that failed their probe */
 	char published[1024]; /* the progress last written on the gatherer's pod */
+	/* This pod's own probe result of the round (its nicpick.io/probe), until
+	 * a write on its pod carries it (own_probe in gather.c); else NULL. */
+	char *probe_unsent;
 	bool need_assign; /* a pod restarted and lost its assignment */
 	bool relisting;	  /* between RELIST_BEGIN and RELIST_END: the view is partial */
 	/* A restarted gatherer whose last round was final (resume()): this

@@ -23,6 +23,8 @@
  *     this part, the only address whose probe the listener counts ("" when
  *     alone).
  *   nicpick.io/probe       on each pod: what its probes of the round found
+ *     (the gatherer's goes with its next write on its pod: the round's
+ *     end, or a progress write while it waits)
  *     {"v":1,"leader":UID,"epoch":N,"trials":[{"ok":true,"mbps":9400.5,"detail":"...",
  *      "route_if":"eth1"}]}
  *     route_if (optional, failed trials only): the route to the neighbour

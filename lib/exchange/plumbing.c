@@ -261,15 +261,25 @@ static int probe_parts(struct ex *x, const char *token, const struct exchange_pa
 	return 0;
 }
 
+int ex_probe_run(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		 const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
+		 char **json, np_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	*json = NULL;
+	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
+	out->epoch = epoch;
+	return probe_parts(x, token, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, json, err) < 0
+		       ? -1
+		       : 0;
+}
+
 int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
 		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
 		   np_error *err)
 {
-	memset(out, 0, sizeof(*out));
-	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
-	out->epoch = epoch;
 	char *s = NULL;
-	if (probe_parts(x, token, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, &s, err) < 0)
+	if (ex_probe_run(x, leader_uid, epoch, token, parts, n, bytes, out, &s, err) < 0)
 		return -1;
 	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
 	free(s);

@@ -172,6 +172,26 @@ out:
 	return ret;
 }
 
+/* A write on the gatherer's own pod (ann, taken): with it, this pod's
+ * probe result of the round when it is not on the pod yet (own_probe in
+ * gather.c), so that it costs the followers no event of its own. */
+static int patch_self(struct ex *x, json_t *ann, np_error *err)
+{
+	struct gather *g = x->g;
+	char *probe = g->probe_unsent;
+	if (ann && probe && json_object_set_new(ann, EXCHANGE_ANN_PROBE, json_string(probe)) < 0) {
+		json_decref(ann);
+		ann = NULL;
+	}
+	if (!ann)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	if (ex_patch_annotations(x, x->name, ann, err) < 0)
+		return -1;
+	free(probe);
+	g->probe_unsent = NULL;
+	return 0;
+}
+
 /* The round's state on the gatherer's own pod, where every follower that
  * has probed is waiting: one write ends the round for the whole job.  A
  * round handed out (own_part) carries the gatherer's own part of it in
@@ -204,11 +224,7 @@ int gather_set_round(struct ex *x, enum exchange_state state, const np_error *fa
 		goto out;
 	ann = part ? json_pack("{s:s, s:s}", EXCHANGE_ANN_ROUND, s, EXCHANGE_ANN_ASSIGN, part)
 		   : json_pack("{s:s}", EXCHANGE_ANN_ROUND, s);
-	if (!ann) {
-		np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-		goto out;
-	}
-	r = ex_patch_annotations(x, x->name, ann, err);
+	r = patch_self(x, ann, err);
 out:
 	free(a);
 	free(s);
@@ -223,7 +239,7 @@ int gather_set_progress(struct ex *x, np_error *err)
 	char *s = NULL;
 	if (exchange_progress_to_json(&p, &s, err) < 0)
 		return -1;
-	int r = ex_annotate_self(x, EXCHANGE_ANN_PROGRESS, s, err);
+	int r = patch_self(x, json_pack("{s:s}", EXCHANGE_ANN_PROGRESS, s), err);
 	free(s);
 	return r;
 }

@@ -5,9 +5,13 @@ each pod, gatherers included.  The client's token bucket allows a burst of
 10 requests and 3 watches on top (lib/k8s/limit.c), so over W seconds a
 pod may send 5 W + 10 requests and open W / 5 + 3 watches; what nicpick
 really sends is printed (pytest -s) and is far less."""
+import json
+import signal
 import time
 
 import pytest
+
+from test_restart import hooks_built, start_killed_at
 
 WINDOW = 20.0
 SETTLE = 4.0  # start-up: the report, the first list and watch
@@ -104,13 +108,14 @@ def own_pod_patches(c, p):
             and r["path"].endswith(f"/pods/{p.name}")]
 
 
-def test_the_gatherer_writes_its_own_pod_five_times_a_job(cluster2):
+def test_the_gatherer_writes_its_own_pod_four_times_a_job(cluster2):
     """Every write on the gatherer's pod is an event on each follower's
     watch.  With every report in at its first list, the gatherer writes its
-    pod five times for a job that agrees in one round: its report (and
-    claim), the round with its own part, its probe result, the final round
-    and its result.  No progress write (the round follows at once), and no
-    write of its own part apart from the round's."""
+    pod four times for a job that agrees in one round: its report (and
+    claim), the round with its own part, the final round with its own probe
+    result, and its result.  No progress write (the round follows at once),
+    no write of its own part apart from the round's, and none of its probe
+    result apart from the final round's."""
     c = cluster2
     gatherer, follower = c.seed_pods(2)
     c.server.requests(clear=True)
@@ -123,6 +128,40 @@ def test_the_gatherer_writes_its_own_pod_five_times_a_job(cluster2):
     c.wait_all()
     assert [p.rc for p in (gatherer, follower)] == [0, 0], c.logs()
     writes = own_pod_patches(c, gatherer)
-    assert len(writes) == 5, (len(writes), writes, gatherer.describe())
+    assert len(writes) == 4, (len(writes), writes, gatherer.describe())
     # The follower's own: its report, its probe result and its result.
     assert len(own_pod_patches(c, follower)) == 3, own_pod_patches(c, follower)
+    # Its probe result is on its pod all the same, of the final round.
+    rd = json.loads(c.annotation(gatherer.name, "nicpick.io/round"))
+    pr = json.loads(c.annotation(gatherer.name, "nicpick.io/probe"))
+    assert rd["state"] == "final" and pr["epoch"] == rd["epoch"], (rd, pr)
+    assert pr["leader"] == rd["leader"] and [t["ok"] for t in pr["trials"]] == [True], pr
+
+
+def test_a_gatherer_that_waits_for_probes_shows_its_own_with_its_progress(clusters):
+    """Three pods; the last dies once it holds its part, before it probes
+    (the kubelet has not restarted it yet): the gatherer, whose own probe
+    of its neighbour passed, waits for the others' results.  Its own,
+    held back for the round's end, goes onto its pod with its next progress
+    write, so that `nicpick status` and `kubectl describe` show it while
+    the round is open."""
+    c = clusters(n_nodes=3)
+    if not hooks_built(c.nicpick):
+        pytest.fail(f"{c.nicpick} has no test hooks: build with `make` (TEST_HOOKS=1)")
+    gatherer, neighbour, victim = c.seed_pods(3)
+    args = ("--expect", "3", "--log-interval", "1", "--timeout", "60")
+    start_killed_at(victim, "after-decision", *args)
+    neighbour.start(*args)
+    gatherer.start(*args)
+    assert victim.wait(30) == -signal.SIGKILL, victim.describe()
+    deadline = time.monotonic() + 15
+    while c.annotation(gatherer.name, "nicpick.io/probe") is None:
+        assert time.monotonic() < deadline and gatherer.proc.poll() is None, gatherer.describe()
+        time.sleep(0.1)
+    rd = json.loads(c.annotation(gatherer.name, "nicpick.io/round"))
+    pr = json.loads(c.annotation(gatherer.name, "nicpick.io/probe"))
+    progress = json.loads(c.annotation(gatherer.name, "nicpick.io/progress"))
+    assert rd["state"] == "probe" and pr["epoch"] == rd["epoch"] == progress["round"], (rd, pr, progress)
+    assert progress["phase"] == "probe" and victim.name in progress["missing"], progress
+    assert [t["ok"] for t in pr["trials"]] == [True], pr  # it reached its neighbour
+    assert gatherer.proc.poll() is None, gatherer.describe()

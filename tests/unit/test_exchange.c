@@ -724,6 +724,43 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 	free(pr);
 }
 
+/* The gatherer's own probe result of a round reaches its pod only with
+ * its next write there, which may be the next round's, after it probed
+ * that one too: a pod's probe result of an older round never replaces a
+ * newer one of the same gatherer; a newer one replaces it. */
+static void test_gatherer_keeps_the_newest_probe_result(void **state)
+{
+	np_error err = { 0 };
+	char *pr[4] = { NULL };
+	for (int e = 1; e <= 3; e++) {
+		struct exchange_probe p = { .epoch = e, .n = 1, .t = { { .ok = e != 2 } } };
+		snprintf(p.leader, sizeof(p.leader), "uid-g");
+		assert_int_equal(exchange_probe_to_json(&p, &pr[e], &err), 0);
+	}
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	g.epoch = 2;
+	g.phase = PH_PROBE;
+	static const struct {
+		int seen;     /* the epoch of the probe on the pod now */
+		int held;     /* the epoch the gatherer holds after it */
+	} steps[] = { { 1, 1 }, { 2, 2 }, { 1, 2 }, { 3, 3 }, { 2, 3 } };
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		json_t *pod = pod_json("job-0", "u0", "0", "Running", NULL, NULL, pr[steps[i].seen]);
+		gather_member_update(&g, "uid-g", pod);
+		json_decref(pod);
+		struct member *m = gather_member(&g, "job-0", false);
+		assert_non_null(m);
+		if (!m->has_probe || m->probe.epoch != steps[i].held)
+			fail_msg("step %zu: saw round %d, holds %d (has %d)", i, steps[i].seen, m->probe.epoch,
+				 m->has_probe);
+		assert_int_equal(m->probe.ok[0], steps[i].held != 2);
+	}
+	gather_free_members(&g);
+	for (int e = 1; e <= 3; e++)
+		free(pr[e]);
+}
+
 /* The counts the gatherer keeps as events come are the counts a full
  * recount of the table gives, after any sequence of events: new pods,
  * replacements of a job index (newer creation), deletions, re-lists. */
@@ -1019,6 +1056,7 @@ int main(void)
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
 		cmocka_unit_test(test_missing_pods_are_listed_by_index),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
+		cmocka_unit_test(test_gatherer_keeps_the_newest_probe_result),
 		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
 		cmocka_unit_test(test_gatherer_parts_carry_the_ranks_of_agree_rail_rank),
 		cmocka_unit_test(test_gatherer_keeps_every_trial_of_a_probe_result),
