@@ -4,7 +4,9 @@
  * that step, as a node losing the container would.  The restart tests
  * (tests/integration/test_restart.py) use it to check that a re-run reaches
  * the same decision and leaves no partial files.  Steps: before-report,
- * after-report, after-decision, after-probe, then the output set's
+ * after-report, after-parts (a gatherer: every other pod holds its part of
+ * the round, the round is not on its own pod yet), after-decision,
+ * after-probe, then the output set's
  * (lib/outputs/write.c): mid-outputs (the new set half written),
  * outputs-written, outputs-linked, outputs-swapped (the new set in force,
  * the old one not yet removed); mid-smoke-info, mid-smoke. */
