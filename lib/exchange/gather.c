@@ -270,10 +270,10 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	/* A token per round: a probe of an earlier round, or by anyone who did
 	 * not read this round's assignment, does not count.  But the first
 	 * round a restarted gatherer hands out, when every pod's part is the
-	 * one it handed out last (numbered after it: next_epoch), keeps that
-	 * round's token: the pods still probing it are not turned away, and a
-	 * probe of those very parts is as good for this round.  Any other
-	 * round gets a new one. */
+	 * one it handed out last (numbered after it: gather_next_epoch),
+	 * keeps that round's token: the pods still probing it are not turned
+	 * away, and a probe of those very parts is as good for this round.
+	 * Any other round gets a new one. */
 	bool same = false;
 	if (g->resume_token[0]) {
 		same = probe_token_ok(g->resume_token) &&
@@ -297,25 +297,6 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 			       wait_probes(x, err) < 0
 		       ? -1
 		       : 0;
-}
-
-/* The number of a new round: after every round this gatherer (this pod's
- * uid) handed out.  A restarted gatherer finds its last round on its own
- * pod, but the parts of the next one go out before the round does
- * (run_round), so they may be on the other pods, and probed, although its
- * pod never got the round: numbered again, a probe result of those parts,
- * with the old token, would pass for one of the new round. */
-static int next_epoch(const struct gather *g)
-{
-	int e = g->epoch;
-	for (size_t i = 0; i < g->n; i++) {
-		const struct member *m = &g->m[i];
-		if (m->assigned_epoch > e)
-			e = m->assigned_epoch;
-		if (m->has_probe && m->probe.epoch > e)
-			e = m->probe.epoch;
-	}
-	return e + 1;
 }
 
 int gather_decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err)
@@ -414,7 +395,7 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 			return -1;
 	}
 	g->n_pods = (int)d->n_pods;
-	g->epoch = next_epoch(g);
+	g->epoch = gather_next_epoch(g);
 	snprintf(g->probe_status, sizeof(g->probe_status), "round %d: measuring throughput on %zu tied networks",
 		 g->epoch, nt);
 	ex_log(x, EXCHANGE_INFO, "%s", g->probe_status);
@@ -478,7 +459,7 @@ void gather_fill_result(struct ex *x, struct agree_decision *d, struct exchange_
 static int publish_failure(struct ex *x, np_error *err)
 {
 	np_error keep = *err, perr = { 0 };
-	x->g->epoch = next_epoch(x->g);
+	x->g->epoch = gather_next_epoch(x->g);
 	clear_parts(x->g);
 	if (gather_publish_round(x, &keep, false, &perr) < 0 || gather_set_round(x, EXCHANGE_FAILED, &keep, true, &perr) < 0)
 		ex_log(x, EXCHANGE_WARN, "cannot tell the other pods: %s", perr.msg);
@@ -565,7 +546,7 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			snprintf(nets + strlen(nets), sizeof(nets) - strlen(nets), "%s%s", k ? ", " : "",
 				 d.rails[k].net.text);
 		}
-		g->epoch = next_epoch(g);
+		g->epoch = gather_next_epoch(g);
 		snprintf(g->probe_status, sizeof(g->probe_status), "round %d: probing the ring on %s%s", g->epoch,
 			 nets, d.routed ? " (routed)" : "");
 		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s%s; probing the ring", g->epoch, d.n_pods,

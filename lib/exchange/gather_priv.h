@@ -148,6 +148,11 @@ uint64_t gather_text_hash(const char *s);
 void gather_recount(struct gather *g);
 /* How many members count (the newest live pod of each job index). */
 size_t gather_selected(struct gather *g);
+/* The number of a new round: after g->epoch, and after every round of
+ * this gatherer that a pod's part or probe result shows up to
+ * GATHER_EPOCH_SLACK ahead of it (members.c says why).  O(N). */
+#define GATHER_EPOCH_SLACK 64
+int gather_next_epoch(const struct gather *g);
 void gather_free_members(struct gather *g);
 
 /* gather.c, pure: the member table is all they read. */

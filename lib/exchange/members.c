@@ -567,6 +567,29 @@ void gather_members_relist(struct gather *g)
 	gather_recount(g);
 }
 
+/* A restarted gatherer finds its last round on its own pod, but the parts
+ * of the next one go out before the round does (run_round in gather.c),
+ * so they may be on the other pods, and probed, although its pod never got
+ * the round: numbered again, a probe result of those parts, made with the
+ * old token, would pass for one of the new round.  Each such restart puts
+ * the pods one round ahead of the gatherer's pod; a pod's annotation much
+ * further ahead is no part this gatherer handed out but a write of
+ * someone else's (anyone who may patch pods), which must not push the
+ * rounds past what the readers take (EPOCH_MAX in message.c). */
+int gather_next_epoch(const struct gather *g)
+{
+	int e = g->epoch;
+	for (size_t i = 0; i < g->n; i++) {
+		const struct member *m = &g->m[i];
+		int seen = m->assigned_epoch;
+		if (m->has_probe && m->probe.epoch > seen)
+			seen = m->probe.epoch;
+		if (seen > e && seen <= g->epoch + GATHER_EPOCH_SLACK)
+			e = seen;
+	}
+	return e + 1;
+}
+
 size_t gather_selected(struct gather *g)
 {
 	if (g->counted_epoch != g->epoch || g->counted_phase != g->phase)

@@ -761,6 +761,59 @@ static void test_gatherer_keeps_the_newest_probe_result(void **state)
 		free(pr[e]);
 }
 
+/* A new round is numbered after the round on the gatherer's pod and after
+ * every part or probe result of this gatherer that the pods show (a
+ * restart between the parts and the round), but a pod's annotation far
+ * ahead of the gatherer's round (someone else's write) does not move it. */
+static void test_gatherer_numbers_a_new_round_after_the_parts_out(void **state)
+{
+	np_error err = { 0 };
+	static const struct {
+		int epoch;	   /* the gatherer's round */
+		int assign, probe; /* the pod's, of this gatherer (0: none) */
+		const char *leader;
+		int want;
+	} cases[] = {
+		{ 0, 0, 0, "uid-g", 1 },
+		{ 3, 2, 2, "uid-g", 4 },	  /* behind: a pod of an earlier round */
+		{ 3, 4, 0, "uid-g", 5 },	  /* its parts of round 4 were out */
+		{ 3, 4, 4, "uid-g", 5 },	  /* and probed */
+		{ 3, 3, 5, "uid-g", 6 },	  /* a probe two rounds ahead (two restarts) */
+		{ 0, 1, 1, "uid-g", 2 },	  /* no round on its pod at all */
+		{ 3, 9, 9, "uid-other", 4 },	  /* another gatherer's */
+		{ 3, 3 + GATHER_EPOCH_SLACK, 0, "uid-g", 4 + GATHER_EPOCH_SLACK },
+		{ 3, 4 + GATHER_EPOCH_SLACK, 0, "uid-g", 4 },
+		{ 3, 0, 1000000, "uid-g", 4 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *as = NULL, *pr = NULL;
+		if (cases[i].assign) {
+			struct exchange_assignment a = assignment(EXCHANGE_PROBE, 1);
+			snprintf(a.leader, sizeof(a.leader), "%s", cases[i].leader);
+			a.epoch = cases[i].assign;
+			assert_int_equal(exchange_assignment_to_json(&a, &as, &err), 0);
+		}
+		if (cases[i].probe) {
+			struct exchange_probe p = { .epoch = cases[i].probe, .n = 1, .t = { { .ok = true } } };
+			snprintf(p.leader, sizeof(p.leader), "%s", cases[i].leader);
+			assert_int_equal(exchange_probe_to_json(&p, &pr, &err), 0);
+		}
+		struct gather g;
+		memset(&g, 0, sizeof(g));
+		g.epoch = cases[i].epoch;
+		json_t *pod = pod_json("job-1", "u1", "1", "Running", NULL, as, pr);
+		gather_member_update(&g, "uid-g", pod);
+		json_decref(pod);
+		if (gather_next_epoch(&g) != cases[i].want)
+			fail_msg("case %zu: round %d, part %d, probe %d of %s: next %d, want %d", i, cases[i].epoch,
+				 cases[i].assign, cases[i].probe, cases[i].leader, gather_next_epoch(&g),
+				 cases[i].want);
+		gather_free_members(&g);
+		free(as);
+		free(pr);
+	}
+}
+
 /* The counts the gatherer keeps as events come are the counts a full
  * recount of the table gives, after any sequence of events: new pods,
  * replacements of a job index (newer creation), deletions, re-lists. */
@@ -1057,6 +1110,7 @@ int main(void)
 		cmocka_unit_test(test_missing_pods_are_listed_by_index),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
 		cmocka_unit_test(test_gatherer_keeps_the_newest_probe_result),
+		cmocka_unit_test(test_gatherer_numbers_a_new_round_after_the_parts_out),
 		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
 		cmocka_unit_test(test_gatherer_parts_carry_the_ranks_of_agree_rail_rank),
 		cmocka_unit_test(test_gatherer_keeps_every_trial_of_a_probe_result),
