@@ -71,6 +71,12 @@ char *outputs_render_json(const json_t *decision);
 /* mkdir -p: every missing component of dir, mode 0755 whatever the umask
  * (the training container may run as another user). */
 int outputs_mkdir_p(const char *dir, np_error *err);
+/* Remove NAME (relative to the directory dfd, or a path with AT_FDCWD), a
+ * directory of files that nicpick made: its entries, then itself.  A NAME
+ * that is a symbolic link, or not a directory, is left alone, and nothing
+ * is followed out of it: the out-dir is shared with the training
+ * container.  Best effort. */
+void outputs_remove_flat_dir(int dfd, const char *name);
 /* Write nccl.env, nccl.conf and decision.json into dir (created with mode
  * 0755 if missing, like mkdir -p; files are 0644) as one set:
  *   DIR/decision-ID/{nccl.env,nccl.conf,decision.json}  the set, ID = env->decision_id

@@ -147,9 +147,8 @@ static int take_lock(int dfd, const char *dir, np_error *err)
 	}
 }
 
-/* Remove DIR/NAME, a set directory: its files, then itself.  Best effort
- * (a stale set is only clutter); sets hold no subdirectories. */
-static void remove_set(int dfd, const char *name)
+/* A set directory holds no subdirectories; a stale set is only clutter. */
+void outputs_remove_flat_dir(int dfd, const char *name)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -182,7 +181,7 @@ static void remove_stale(int dfd, const char *keep)
 	while ((e = readdir(d))) {
 		const char *n = e->d_name;
 		if (!strncmp(n, SET_PREFIX, strlen(SET_PREFIX)) && strcmp(n, keep) != 0) {
-			remove_set(dfd, n);
+			outputs_remove_flat_dir(dfd, n);
 			continue;
 		}
 		if (!strcmp(n, CURRENT_TMP)) {
@@ -262,7 +261,7 @@ static int adopt_flat(int dfd, const char *dir, bool *flat, np_error *err)
 	}
 	if (!*flat)
 		return 0;
-	remove_set(dfd, set);
+	outputs_remove_flat_dir(dfd, set);
 	if (mkdirat(dfd, set, OUT_DIR_MODE) < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s/%s", dir, set);
 	cleanup_close int sfd = openat(dfd, set, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -333,13 +332,13 @@ static int write_locked(int dfd, const char *dir, const char *id, const struct o
 	remove_stale(dfd, cur);
 	snprintf(set, sizeof(set), "%s%s", SET_PREFIX, id);
 	if (write_set(dfd, dir, set, files, err) < 0) {
-		remove_set(dfd, set);
+		outputs_remove_flat_dir(dfd, set);
 		return -1;
 	}
 	np_test_point("outputs-written");
 	bool flat = false;
 	if ((!cur[0] && adopt_flat(dfd, dir, &flat, err) < 0) || make_links(dfd, dir, err) < 0) {
-		remove_set(dfd, set);
+		outputs_remove_flat_dir(dfd, set);
 		return -1;
 	}
 	np_test_point("outputs-linked");
@@ -348,7 +347,7 @@ static int write_locked(int dfd, const char *dir, const char *id, const struct o
 	if (symlinkat(set, dfd, CURRENT_TMP) < 0 || renameat(dfd, CURRENT_TMP, dfd, CURRENT) < 0) {
 		int e = errno;
 		unlinkat(dfd, CURRENT_TMP, 0);
-		remove_set(dfd, set);
+		outputs_remove_flat_dir(dfd, set);
 		return np_error_set(err, NP_EINTERNAL, e, "cannot write %s/%s", dir, CURRENT);
 	}
 	np_test_point("outputs-swapped");

@@ -25,19 +25,6 @@ void select_comm_id(const char *addr, int port, char *buf, size_t len)
 		snprintf(buf, len, "%s:%d", addr, port);
 }
 
-static void remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *de;
-		while ((de = readdir(d)) != NULL)
-			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-				unlinkat(dirfd(d), de->d_name, 0);
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
 /* The smoke step's own bound within the overall deadline. */
 static int64_t smoke_deadline(const struct select_smoke_opts *o, const struct select_ctx *cx,
 			      int64_t t0)
@@ -99,32 +86,45 @@ bool select_smoke_info(const struct select_smoke_opts *o, const struct select_ct
 }
 
 /* A container killed during an earlier smoke test left its log directory:
- * remove it, so that a run leaves the out-dir as a clean run would. */
+ * remove it, so that a run leaves the out-dir as a clean run would.  The
+ * out-dir is shared with the training container: a name of ours that is a
+ * symbolic link is not followed (outputs_remove_flat_dir). */
 static void remove_stale(const char *out_dir)
 {
-	DIR *d = opendir(out_dir);
-	if (!d)
+	int fd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return;
-	struct dirent *de;
-	char path[SMOKE_PATH_MAX + 300];
-	while ((de = readdir(d)) != NULL) {
-		if (strncmp(de->d_name, ".nicpick-smoke.", 15) != 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", out_dir, de->d_name);
-		remove_dir(path);
 	}
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, ".nicpick-smoke.", 15) == 0)
+			outputs_remove_flat_dir(dirfd(d), de->d_name);
 	closedir(d);
 }
 
 /* --nccl-debug keeps NCCL's files in OUT/nccl-debug: an earlier run's
  * nccl-debug.* would be read with this run's and could decide its verdict,
  * so they go before the companion starts.  Training's own train.* files
- * stay. */
+ * stay.  OUT/nccl-debug must be a directory, not a link to one elsewhere:
+ * nicpick writes only into the out-dir. */
 static int remove_logs(const char *dir, np_error *err)
 {
-	DIR *d = opendir(dir);
-	if (!d)
-		return np_error_set(err, NP_EINTERNAL, errno, "cannot read %s", dir);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR))
+		return np_error_set(err, NP_EINTERNAL, 0,
+				    "%s is not a directory (a symbolic link?): remove it; nicpick keeps "
+				    "NCCL's logs only in a directory of the out-dir",
+				    dir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return np_error_set(err, NP_EINTERNAL, e, "cannot read %s", dir);
+	}
 	struct dirent *de;
 	int ret = 0;
 	while ((de = readdir(d)) != NULL) {
@@ -225,7 +225,17 @@ static int deliver(const struct select_smoke_plan *p, const struct outputs_env *
 		if (outputs_render_conf(env, &conf, err) < 0)
 			return -1;
 		snprintf(d->conf, sizeof(d->conf), "%s/nccl.conf", log_dir);
-		FILE *f = fopen(d->conf, "w");
+		/* A new file: with --nccl-debug the directory is the out-dir's,
+		 * where a link left in place of an earlier copy is not written
+		 * through. */
+		if (unlink(d->conf) < 0 && errno != ENOENT) {
+			free(conf);
+			return np_error_set(err, NP_EINTERNAL, errno, "cannot replace %s", d->conf);
+		}
+		int fd = open(d->conf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+		if (!f && fd >= 0)
+			close(fd);
 		bool ok = f && fputs(conf, f) >= 0;
 		if (f && fclose(f) != 0)
 			ok = false;
@@ -345,7 +355,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	memset(&d, 0, sizeof(d));
 	if (deliver(p, env, log_dir, &d, rep, err) < 0) {
 		if (!o->nccl_debug)
-			remove_dir(log_dir);
+			outputs_remove_flat_dir(AT_FDCWD, log_dir);
 		return -1;
 	}
 	struct smoke_opts so = {
@@ -378,7 +388,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	 * unavailable here, not failed: the training image runs it. */
 	if (ret < 0 && !required && cannot_start(&serr)) {
 		if (!o->nccl_debug)
-			remove_dir(log_dir);
+			outputs_remove_flat_dir(AT_FDCWD, log_dir);
 		char why[sizeof(serr.msg) + 96];
 		snprintf(why, sizeof(why), "%s%s", serr.msg, NEEDS_GLIBC);
 		return skip(rep, why);
@@ -390,7 +400,7 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	if (o->nccl_debug)
 		snprintf(rep->debug_dir, sizeof(rep->debug_dir), "%s", log_dir);
 	else
-		remove_dir(log_dir);
+		outputs_remove_flat_dir(AT_FDCWD, log_dir);
 	rep->verdict_ms = np_now_ms() - t0;
 	name_slow(rep);
 

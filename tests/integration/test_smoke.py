@@ -628,6 +628,37 @@ def test_nccl_debug_reads_only_this_runs_log(nicpick, node, out_dir, gpu_env):
     assert [i["interface"] for i in s["nccl_log"]["net_socket"]] == ["eth1"], s
 
 
+def test_links_in_the_out_dir_are_not_followed(nicpick, node, out_dir, gpu_env, tmp_path):
+    # The out-dir is shared with the training container.  A link named like
+    # a killed run's log directory, or a link in place of OUT/nccl-debug,
+    # must not make nicpick delete or write anything outside the out-dir.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "important.txt").write_text("keep\n")
+    (victim / "nccl-debug.old.1").write_text("keep\n")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / ".nicpick-smoke.old").symlink_to(victim)
+    stale = out_dir / ".nicpick-smoke.killed"
+    stale.mkdir()
+    (stale / "nccl-debug.x.1").write_text("old\n")
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K")
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(victim)) == ["important.txt", "nccl-debug.old.1"]
+    assert not stale.exists(), "a killed run's log directory stays"
+    assert (out_dir / ".nicpick-smoke.old").is_symlink()
+
+    os.unlink(out_dir / ".nicpick-smoke.old")
+    os.symlink(victim, out_dir / "nccl-debug")
+    before = sorted(os.listdir(out_dir))
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K",
+               "--nccl-debug")
+    assert p.returncode == 1, p.stderr
+    p.stderr_text = p.stderr
+    assert f"{out_dir}/nccl-debug is not a directory" in error_line(p)
+    assert sorted(os.listdir(victim)) == ["important.txt", "nccl-debug.old.1"]
+    assert sorted(os.listdir(out_dir)) == before, "a failed run changed the out-dir"
+
+
 def test_smoke_reads_a_finished_out_dir(nicpick, node, out_dir, gpu_env):
     assert select(nicpick, node, out_dir, gpu_env, "--smoke", "off").returncode == 0
     p = nicpick.run("smoke", "--out-dir", str(out_dir), "--smoke-bytes", "64K", ns=node,
