@@ -11,6 +11,7 @@
 
 #include "util/prefix.h"
 #include "util/grow.h"
+#include "util/text.h"
 
 static const char *const class_names[NIC_CLASS_COUNT] = {
 	[NIC_CLASS_PHYSICAL] = "physical",
@@ -201,4 +202,31 @@ ssize_t nicp_index_name(const struct nicp_index *ix, const char *name)
 		if (strcmp(ix->l->v[p].name, name) == 0)
 			return p;
 	}
+}
+
+int nic_hca_check(const struct nic_rdma_port *p, np_error *err)
+{
+	const char *bad = NULL;
+	for (const char *c = p->hca; *c && !bad; c++)
+		if (*c == ',' || *c == ':' || (unsigned char)*c <= ' ' || (unsigned char)*c >= 0x7f)
+			bad = c;
+	const char *why = NULL;
+	if (!p->hca[0])
+		why = "it has no name";
+	else if (p->port < 1)
+		why = "ports are numbered from 1";
+	else if (p->hca[0] == '^' || p->hca[0] == '=')
+		why = "NCCL reads its first character as the list's mode; rename it (rdma dev set)";
+	else if (bad && *bad == ',')
+		why = "its name contains ',', NCCL's separator; rename it (rdma dev set)";
+	else if (bad && *bad == ':')
+		why = "its name contains ':', which NCCL reads as the start of a port; rename it (rdma dev set)";
+	else if (bad)
+		why = "its name contains a space or a control character; rename it (rdma dev set)";
+	if (!why)
+		return 0;
+	char name[NIC_HCA_MAX];
+	np_text_clean(name, sizeof(name), p->hca, NP_TEXT_ASCII);
+	return np_error_set(err, NP_EUSAGE, 0, "RDMA device '%s' port %d cannot be passed to NCCL in NCCL_IB_HCA: %s",
+			    name, p->port, why);
 }

@@ -60,6 +60,13 @@ struct nic_rdma_port {
 				  * interface's first IPv4 address, -1 none */
 };
 
+/* Can NCCL_IB_HCA carry this port exactly?  NCCL splits the list on ',',
+ * reads what follows ':' as the port (misc/utils.cc parseStringList) and a
+ * leading '^' or '=' as the list's mode (transport/net_ib.cc); the kernel
+ * lets an RDMA device be renamed to almost anything (rdma dev set).
+ * NP_EUSAGE, naming the device, when it cannot. */
+int nic_hca_check(const struct nic_rdma_port *p, np_error *err);
+
 struct nic {
 	char name[IFNAMSIZ];
 	int ifindex;

@@ -308,6 +308,11 @@ static int read_rdma(struct rd *r, const json_t *o, struct nic *n)
 		    get_long(r, e, "rate_mbps", &p->rate_mbps) < 0 ||
 		    get_int(r, e, "gid_index_rocev2", &p->gid_index_v4_rocev2) < 0)
 			return -1;
+		if (!p->hca[0] || p->port < 1)
+			return np_error_set(r->err, NP_EUSAGE, 0,
+					    "snapshot: interface %s: rdma entry #%zu needs an \"hca\" name and a "
+					    "\"port\" from 1",
+					    r->iface, i);
 		n->n_rdma++;
 	}
 	return 0;

@@ -44,8 +44,8 @@ static int cmp_str(const void *a, const void *b)
  * DGX-class node the IB HCAs carry the job, whichever interface carries the
  * sockets).  Without IB, the RoCE ports of the chosen interface itself, with
  * the RoCE v2 GID of its IPv4 address. */
-static void choose_rdma(const struct nic_list *l, const struct nic *const *rails, size_t n_rails,
-			char *hca, size_t hca_len, int *gid_index, size_t *rails_without)
+static int choose_rdma(const struct nic_list *l, const struct nic *const *rails, size_t n_rails,
+		       char *hca, size_t hca_len, int *gid_index, size_t *rails_without, np_error *err)
 {
 	const char *ports[64];
 	char buf[64][NIC_HCA_MAX + 8];
@@ -59,6 +59,8 @@ static void choose_rdma(const struct nic_list *l, const struct nic *const *rails
 			const struct nic_rdma_port *p = &l->v[j].rdma[i];
 			if (!p->active || strcmp(p->link_layer, "InfiniBand") != 0)
 				continue;
+			if (nic_hca_check(p, err) < 0)
+				return -1;
 			snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
 			ports[n] = buf[n];
 			n++;
@@ -73,6 +75,8 @@ static void choose_rdma(const struct nic_list *l, const struct nic *const *rails
 			const struct nic_rdma_port *p = &rails[r]->rdma[i];
 			if (!p->active || strcmp(p->link_layer, "Ethernet") != 0)
 				continue;
+			if (nic_hca_check(p, err) < 0)
+				return -1;
 			snprintf(buf[n], sizeof(buf[n]), "%s:%d", p->hca, p->port);
 			ports[n] = buf[n];
 			n++;
@@ -85,7 +89,7 @@ static void choose_rdma(const struct nic_list *l, const struct nic *const *rails
 	}
 	if (n == 0) {
 		*rails_without = 0;
-		return;
+		return 0;
 	}
 	qsort(ports, n, sizeof(ports[0]), cmp_str);
 	size_t off = 0;
@@ -97,6 +101,7 @@ static void choose_rdma(const struct nic_list *l, const struct nic *const *rails
 			break;
 		off += (size_t)w;
 	}
+	return 0;
 }
 
 /* This pod as the link verdict names it: pod, node and agreed address. */
@@ -332,7 +337,9 @@ static int choose_outputs(struct run *x, np_error *err)
 			 "%s%s", i ? "," : "", x->rails[i]->name);
 	}
 	size_t without = 0;
-	choose_rdma(&x->r->nics, x->rails, x->n_rails, x->hca, sizeof(x->hca), &c->gid_index, &without);
+	if (choose_rdma(&x->r->nics, x->rails, x->n_rails, x->hca, sizeof(x->hca), &c->gid_index, &without,
+			err) < 0)
+		return -1;
 	c->ib_hca = x->hca[0] ? x->hca : NULL;
 	/* RDMA and rails: NCCL_IB_HCA must cover every rail, or NCCL's IB
 	 * transport runs on fewer NICs than the sockets were given. */

@@ -386,3 +386,38 @@ def test_select_refuses_when_only_decoys_remain(tmp_path):
     assert p.returncode == 3, f"exit {p.returncode}: {p.stderr}"
     assert p.stderr.strip(), "a non-zero exit must say what to do next"
     assert not (tmp_path / "nccl.env").exists()
+
+
+def test_an_rdma_device_nccl_cannot_name_is_refused(tmp_path):
+    # The kernel lets an RDMA device be renamed to almost anything (rdma dev
+    # set); NCCL splits NCCL_IB_HCA on ',' and reads ':' as a port, so the
+    # exact list nicpick writes would name other devices.
+    fx = tmp_path / "fx"
+    subprocess.run(["cp", "-a", str(FIXTURES / "roce-v2"), str(fx)], check=True)
+    pci = fx / "sys" / "devices" / "pci0000:3a" / "0000:3a:00.0" / "0000:3b:00.0" / "infiniband"
+    os.rename(pci / "mlx5_0", pci / "mlx5_0,x")
+    link = fx / "sys" / "class" / "infiniband" / "mlx5_0"
+    target = os.readlink(link)
+    os.unlink(link)
+    os.symlink(target + ",x", fx / "sys" / "class" / "infiniband" / "mlx5_0,x")
+    out = tmp_path / "out"
+    p = run(["select", "--sysfs", str(fx / "sys"), "--netlink-json", str(fx / "ip.json"),
+             "--out-dir", str(out), "--smoke", "off"])
+    assert p.returncode == 2, p.stderr
+    assert "RDMA device 'mlx5_0,x' port 1 cannot be passed to NCCL in NCCL_IB_HCA: its name " \
+           "contains ','" in p.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("port", [0, -1])
+def test_a_snapshot_rdma_port_below_one_is_refused(tmp_path, port):
+    snap = json.loads(run(["discover", "--json"] + source_args("roce-v2")).stdout)
+    nics = snap if isinstance(snap, list) else snap["interfaces"]
+    nic = next(n for n in nics if n.get("rdma"))
+    nic["rdma"][0]["port"] = port
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snap))
+    p = run(["select", "--snapshot", str(path), "--out-dir", str(tmp_path / "out"), "--smoke", "off"])
+    assert p.returncode == 2, p.stderr
+    assert f"interface {nic['name']}: rdma entry #0 needs an \"hca\" name and a \"port\" from 1" \
+        in p.stderr
