@@ -178,13 +178,6 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 	c->sel.ex.probe_port = PROBE_DEFAULT_PORT;
 	c->sel.ex.log_interval_ms = 5000;
 	c->sel.ex.agree.max_rails = AGREE_RAILS_AUTO; /* README: Rails */
-	const char *env_expect = getenv("NICPICK_EXPECT");
-	if (env_expect && *env_expect) {
-		long e;
-		if (cli_parse_long(env_expect, 1, 100000, &e) < 0)
-			return cli_usage_error("NICPICK_EXPECT='%s': expected a pod count", env_expect);
-		c->sel.ex.expect = (int)e;
-	}
 
 	/* Every verb's options are known to getopt, so that one given to the
 	 * wrong verb is named with the verb it belongs to. */
@@ -227,11 +220,23 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 		case ':':
 			return cli_usage_error("%s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_unknown_option(argv[optind - 1], NULL);
 		}
 	}
 	if (optind < argc)
 		return cli_usage_error("unexpected argument '%s'", argv[optind]);
+	/* NICPICK_EXPECT: --expect's value where the verb takes it and the
+	 * flag is not given. */
+	const char *env_expect = getenv("NICPICK_EXPECT");
+	for (size_t i = 0; i < n && env_expect && *env_expect && !c->sel.ex.expect; i++) {
+		if (strcmp(lo[i].name, "expect") != 0 || !(opt_of[i]->verbs & verb->bit))
+			continue;
+		long e;
+		if (cli_parse_long(env_expect, 1, 100000, &e) < 0)
+			return cli_usage_error("NICPICK_EXPECT='%s': expected a pod count, 1 to 100000",
+					       env_expect);
+		c->sel.ex.expect = (int)e;
+	}
 	if (c->sel.snapshot && (c->sel.src.sysfs_root || c->sel.src.netlink_json))
 		return cli_usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
 	if (c->sel.smoke.nccl_debug && c->sel.out_dir)
@@ -432,6 +437,16 @@ int cli_fail_shown(const np_error *err, bool table_shown)
 		free(msg);
 	}
 	return st;
+}
+
+/* getopt's '?': an unknown long option is argv[optind - 1] as typed; an
+ * unknown short one is optopt, also inside a bundle ("-xy"). */
+int cli_unknown_option(const char *arg, const char *verb)
+{
+	char shortopt[3] = { '-', (char)optopt, '\0' };
+	const char *what = optopt ? shortopt : arg;
+	return verb ? cli_usage_error("unknown option '%s' of %s", what, verb)
+		    : cli_usage_error("unknown option '%s'", what);
 }
 
 int cli_usage_error(const char *fmt, ...)

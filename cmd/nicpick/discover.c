@@ -40,9 +40,10 @@ static int write_json(const struct select_result *r)
 			 : NP_EINTERNAL;
 	np_json_arena_end();
 	if (!np_jsonw_flush(&out)) {
-		fprintf(stderr, "nicpick: error: cannot write to standard output: %s\n",
-			strerror(out.error));
-		rc = NP_EINTERNAL;
+		/* written past stdio: main's flushed() cannot see it */
+		np_error err = { 0 };
+		np_error_set(&err, NP_EINTERNAL, out.error, "cannot write to standard output");
+		return cli_fail(&err);
 	}
 	return rc;
 }
@@ -69,11 +70,7 @@ static int run(int argc, char **argv)
 		free(t);
 	}
 	select_result_free(&r);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, "nicpick: error: cannot write to standard output: %s\n", strerror(errno));
-		return NP_EINTERNAL;
-	}
-	return rc;
+	return rc; /* main's flushed() checks what stdio wrote */
 }
 
 const struct cli_verb cli_discover = {

@@ -85,6 +85,8 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "--version") == 0)
 		return flushed(cli_version.run(argc - 1, argv + 1));
 	/* The whole text; `nicpick help VERB` as `nicpick VERB --help`. */
+	if (strcmp(cmd, "help") == 0 && argc > 3)
+		return cli_usage_error("help: unexpected argument '%s'", argv[3]);
 	if (strcmp(cmd, "help") == 0 && argc == 3) {
 		for (size_t i = 0; cli_verbs[i]; i++)
 			if (strcmp(argv[2], cli_verbs[i]->name) == 0)

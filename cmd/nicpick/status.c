@@ -96,14 +96,16 @@ static int parse(int argc, char **argv, struct status_args *a)
 				     &a->timeout) != 0)
 				return NP_EUSAGE;
 			break;
-		case 'L':
+		case 'L': /* its value was read before parsing (main.c); here it is checked */
+			if (np_log_format_parse(optarg) < 0)
+				return cli_usage_error("--log-format '%s': expected text or json", optarg);
 			break;
 		case 'h':
 			cli_help(&cli_status);
 		case ':':
 			return cli_usage_error("%s needs a value", argv[optind - 1]);
 		default:
-			return cli_usage_error("unknown option '%s' of status", argv[optind - 1]);
+			return cli_unknown_option(argv[optind - 1], "status");
 		}
 	}
 	if (optind >= argc)

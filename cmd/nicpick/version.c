@@ -17,6 +17,9 @@ static int run(int argc, char **argv)
 {
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
 		cli_help(&cli_version);
+	if (argc > 1)
+		return argv[1][0] == '-' ? cli_usage_error("unknown option '%s' of version", argv[1])
+					 : cli_usage_error("unexpected argument '%s'", argv[1]);
 	printf("nicpick %s (%s)\n", NICPICK_VERSION, NICPICK_GITREV);
 	return 0;
 }

@@ -279,3 +279,56 @@ def test_kubectl_plugin_help(nicpick_bin, tmp_path):
     k = subprocess.run([str(kubectl), "nicpick", "status", "--help"], capture_output=True, text=True,
                        timeout=30, env=env)
     assert (k.returncode, k.stdout) == (0, st.stdout), k.stderr
+
+
+FIXTURE_SRC = ["--sysfs", str(ROOT / "tests" / "fixtures" / "roce-v2" / "sys"),
+               "--netlink-json", str(ROOT / "tests" / "fixtures" / "roce-v2" / "ip.json")]
+
+
+@pytest.mark.parametrize("args,named", [
+    (["discover", "-xy"], "unknown option '-x'"),
+    (["select", "--out-dir", "/nonexistent/o", "-xy"], "unknown option '-x'"),
+    (["status", "-xy", "job"], "unknown option '-x' of status"),
+    (["status", "--bogus", "job"], "unknown option '--bogus' of status"),
+    (["version", "--bogus"], "unknown option '--bogus' of version"),
+    (["version", "extra"], "unexpected argument 'extra'"),
+    (["help", "select", "extra"], "unexpected argument 'extra'"),
+    (["status", "job", "--log-format", "xml"], "--log-format 'xml'"),
+])
+def test_a_bad_argument_is_named_as_typed(nicpick_bin, args, named):
+    # An unknown short option inside a bundle is the letter, not the
+    # argument before it; verbs without options take no arguments either.
+    import subprocess
+    p = subprocess.run([nicpick_bin] + args, capture_output=True, text=True, timeout=10)
+    assert_one_line_error(p, 2, named)
+
+
+def test_nicpick_expect_is_read_only_where_expect_is(nicpick_bin, tmp_path):
+    # NICPICK_EXPECT is --expect's value: a verb without --expect, --help,
+    # and a command line that gives --expect do not read it.
+    import subprocess
+    env = dict(os.environ, NICPICK_EXPECT="abc")
+    run = lambda *a: subprocess.run([nicpick_bin] + list(a), capture_output=True, text=True,
+                                    timeout=30, env=env)
+    p = run("discover", *FIXTURE_SRC)
+    assert p.returncode == 0, p.stderr
+    p = run("select", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage: nicpick select"), p.stderr
+    out = tmp_path / "out"
+    p = run("select", *FIXTURE_SRC, "--out-dir", str(out), "--smoke", "off", "--expect", "2")
+    assert p.returncode == 0, p.stderr
+    p = run("select", *FIXTURE_SRC, "--out-dir", str(tmp_path / "out2"), "--smoke", "off")
+    assert_one_line_error(p, 2, "NICPICK_EXPECT='abc': expected a pod count")
+    assert not (tmp_path / "out2").exists()
+
+
+@pytest.mark.parametrize("fmt", [[], ["--json"], ["--json", "--log-format", "json"]])
+def test_discover_to_a_full_device_says_so_once(nicpick_bin, fmt):
+    import json
+    import subprocess
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([nicpick_bin, "discover"] + FIXTURE_SRC + fmt, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=10)
+    line = assert_one_line_error(p, 1, "cannot write to standard output", os.strerror(28))
+    if "json" in fmt:
+        assert json.loads(line)["fields"]["exit_code"] == "1"
