@@ -541,10 +541,15 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 			char why[256];
 			snprintf(why, sizeof(why), "%.250s", e.msg);
 			gather_member_set_why(m, why);
-		} else if (p && strcmp(pr.leader, leader_uid) == 0 && !(m->has_probe && pr.epoch < m->probe.epoch)) {
+		} else if (p && strcmp(pr.leader, leader_uid) == 0 &&
+			   !(m->has_probe && pr.epoch < m->probe.epoch && m->probe.epoch <= g->epoch)) {
 			/* Never an older round's over a newer one: the gatherer's
 			 * own result of a round may reach its pod only with the
-			 * next round's write, after it probed that one too. */
+			 * next round's write, after it probed that one too.  A
+			 * result of a round this gatherer has not reached (an
+			 * earlier incarnation's, or anyone's write) is kept for
+			 * gather_next_epoch, but never holds off the current
+			 * round's. */
 			probe_store(m, &pr);
 		}
 	}

@@ -569,3 +569,20 @@ def test_forged_assignment_naming_an_interface_the_pod_did_not_report_is_refused
     assert "evil0 10.66.0.3" in victim.stderr_text and "did not report" in victim.stderr_text, \
         victim.describe()
     assert not (victim.out_dir / "nccl.env").exists()
+
+
+def test_a_forged_probe_result_of_a_far_round_does_not_hold_the_round(make_cluster):
+    """Anyone who may patch pods writes a probe result in the gatherer's
+    name (its uid is public) for a round far ahead, before the job starts.
+    The pod's own result of the real round replaces it on the API; the
+    gatherer must count that one, not wait for a round it never handed
+    out."""
+    c = make_cluster()
+    victim, gath = c.pods[3], c.pods[0]
+    forged = {"v": 1, "leader": gath.uid, "epoch": 999999,
+              "trials": [{"ok": True, "mbps": 0, "detail": ""}]}
+    c.server.patch_object(C.NAMESPACE, victim.name, {"metadata": {"annotations": {
+        "nicpick.io/probe": json.dumps(forged, separators=(",", ":"))}}})
+    run_job(c, *COMMON, "--timeout", "20", timeout=60)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET)

@@ -727,38 +727,45 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 /* The gatherer's own probe result of a round reaches its pod only with
  * its next write there, which may be the next round's, after it probed
  * that one too: a pod's probe result of an older round never replaces a
- * newer one of the same gatherer; a newer one replaces it. */
+ * newer one of the same gatherer; a newer one replaces it.  A result of a
+ * round the gatherer has not reached (999: anyone who may patch pods can
+ * write one) is held, but the current round's replaces it: it must not
+ * keep the round waiting for a result that is already there. */
 static void test_gatherer_keeps_the_newest_probe_result(void **state)
 {
 	np_error err = { 0 };
-	char *pr[4] = { NULL };
-	for (int e = 1; e <= 3; e++) {
-		struct exchange_probe p = { .epoch = e, .n = 1, .t = { { .ok = e != 2 } } };
+	static const int epochs[] = { 1, 2, 3, 4, 999 };
+	char *pr[5] = { NULL };
+	for (size_t i = 0; i < 5; i++) {
+		struct exchange_probe p = { .epoch = epochs[i], .n = 1, .t = { { .ok = epochs[i] != 2 } } };
 		snprintf(p.leader, sizeof(p.leader), "uid-g");
-		assert_int_equal(exchange_probe_to_json(&p, &pr[e], &err), 0);
+		assert_int_equal(exchange_probe_to_json(&p, &pr[i], &err), 0);
 	}
 	struct gather g;
 	memset(&g, 0, sizeof(g));
-	g.epoch = 2;
 	g.phase = PH_PROBE;
 	static const struct {
-		int seen;     /* the epoch of the probe on the pod now */
+		int round;    /* the gatherer's round */
+		int seen;     /* the epoch of the probe on the pod now (an index of epochs) */
 		int held;     /* the epoch the gatherer holds after it */
-	} steps[] = { { 1, 1 }, { 2, 2 }, { 1, 2 }, { 3, 3 }, { 2, 3 } };
+	} steps[] = { { 2, 0, 1 }, { 2, 1, 2 }, { 2, 0, 2 }, { 3, 2, 3 }, { 3, 1, 3 },
+		      { 3, 4, 999 }, { 3, 2, 3 }, { 3, 1, 3 }, { 3, 3, 4 }, { 3, 2, 3 },
+		      { 4, 3, 4 }, { 4, 2, 4 } };
 	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		g.epoch = steps[i].round;
 		json_t *pod = pod_json("job-0", "u0", "0", "Running", NULL, NULL, pr[steps[i].seen]);
 		gather_member_update(&g, "uid-g", pod);
 		json_decref(pod);
 		struct member *m = gather_member(&g, "job-0", false);
 		assert_non_null(m);
 		if (!m->has_probe || m->probe.epoch != steps[i].held)
-			fail_msg("step %zu: saw round %d, holds %d (has %d)", i, steps[i].seen, m->probe.epoch,
-				 m->has_probe);
+			fail_msg("step %zu: round %d, saw %d, holds %d (has %d)", i, steps[i].round,
+				 epochs[steps[i].seen], m->probe.epoch, m->has_probe);
 		assert_int_equal(m->probe.ok[0], steps[i].held != 2);
 	}
 	gather_free_members(&g);
-	for (int e = 1; e <= 3; e++)
-		free(pr[e]);
+	for (size_t i = 0; i < 5; i++)
+		free(pr[i]);
 }
 
 /* A new round is numbered after the round on the gatherer's pod and after
