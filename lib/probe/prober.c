@@ -198,7 +198,14 @@ int probe_peer(const char *self_addr, const char *peer_addr, int port, const cha
 		snprintf(res->detail, sizeof(res->detail), "unexpected reply from %s", peer_addr);
 		return 0;
 	}
-	snprintf(res->seen, sizeof(res->seen), "%.*s", PROBE_ADDR_MAX - 1, line + 5);
+	/* The peer's text reaches logs and annotations: only an address is
+	 * taken from it (listen.c writes "SEEN <address>"). */
+	if (strlen(line + 5) >= PROBE_ADDR_MAX || !probe_is_addr(line + 5)) {
+		snprintf(res->detail, sizeof(res->detail), "unexpected reply from %s (SEEN without an address)",
+			 peer_addr);
+		return 0;
+	}
+	snprintf(res->seen, sizeof(res->seen), "%s", line + 5);
 	res->source_ok = probe_same_addr(res->seen, self_addr);
 	if (!res->source_ok)
 		snprintf(res->detail, sizeof(res->detail),

@@ -253,6 +253,16 @@ static void probe_reads_one_line_and_refuses_anything_after_it(void **state)
 	assert_false(res.source_ok);
 	assert_string_equal(res.detail, "unexpected reply from 127.0.0.1 (a line too long)");
 	assert_int_equal(big.accepted, 1);
+
+	/* What a peer says reaches the pod's log: only an address is taken,
+	 * never its escape sequences ("all probes OK" over a failure). */
+	struct scripted lie = { .conns = 1, .reply = "SEEN 9.9.9.9\r\033[2K\033[31mall probes OK\033[0m\a\n",
+				.step = 64 };
+	scripted_probe(&lie, &res);
+	assert_false(res.source_ok);
+	assert_string_equal(res.seen, "");
+	assert_string_equal(res.detail, "unexpected reply from 127.0.0.1 (SEEN without an address)");
+	assert_int_equal(lie.accepted, 1);
 }
 
 static void retries_start_within_milliseconds_and_slow_to_one_a_second(void **state)
