@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/err.h"
 
@@ -88,12 +89,13 @@ void outputs_remove_flat_dir(int dfd, const char *name);
  * set, the old one until the rename and the new one after it, also when
  * the run is killed at any point; sets other than the one in force (older
  * ones, a killed run's) are removed.  Writers to one directory take turns
- * on an flock of DIR/.nicpick.lock (refused after 10 s).  A directory an
+ * on an flock of DIR/.nicpick.lock (refused after 10 s, or at deadline_ms,
+ * a CLOCK_MONOTONIC time in ms, if that comes first; 0: none).  A directory an
  * earlier nicpick filled with plain files is adopted as the set in force
  * first (hard links).  On failure the set in force is unchanged.  Errors
  * name the path and the OS error: "cannot write /x/decision-ID/nccl.env:
  * Permission denied". */
 int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
-		  np_error *err);
+		  int64_t deadline_ms, np_error *err);
 
 #endif

@@ -38,6 +38,7 @@
 #include "outputs/outputs.h"
 #include "util/atomic.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/testhook.h"
 
 #define OUT_FILE_MODE 0644
@@ -118,12 +119,16 @@ void outputs_new_id(char id[OUTPUTS_ID_MAX])
 
 /* The lock that makes writers to one directory take turns.  Bounded: a
  * holder that never lets go is refused with a line naming the lock. */
-static int take_lock(int dfd, const char *dir, np_error *err)
+static int take_lock(int dfd, const char *dir, int64_t deadline_ms, np_error *err)
 {
+	int64_t until = np_now_ms() + LOCK_WAIT_MS;
+	bool cut = deadline_ms > 0 && deadline_ms < until;
+	if (cut)
+		until = deadline_ms;
 	int fd = openat(dfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, OUT_FILE_MODE);
 	if (fd < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir, LOCK_NAME);
-	for (int waited = 0;; waited += LOCK_POLL_MS) {
+	for (;;) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		int e = errno;
@@ -131,8 +136,13 @@ static int take_lock(int dfd, const char *dir, np_error *err)
 			close(fd);
 			return np_error_set(err, NP_EINTERNAL, e, "cannot lock %s/%s", dir, LOCK_NAME);
 		}
-		if (waited >= LOCK_WAIT_MS) {
+		if (np_now_ms() >= until) {
 			close(fd);
+			if (cut)
+				return np_error_set(err, NP_EINTERNAL, 0,
+						    "cannot write %s: another nicpick holds %s/%s and the deadline "
+						    "came first; run one nicpick per output directory",
+						    dir, dir, LOCK_NAME);
 			return np_error_set(err, NP_EINTERNAL, 0,
 					    "cannot write %s: another nicpick has held %s/%s for %d s; "
 					    "run one nicpick per output directory",
@@ -384,7 +394,7 @@ static char *render_json_with_id(const json_t *decision, const char *id)
 }
 
 int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
-		  np_error *err)
+		  int64_t deadline_ms, np_error *err)
 {
 	if (!dir || !*dir)
 		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
@@ -419,7 +429,7 @@ int outputs_write(const char *dir, const struct outputs_env *env, const json_t *
 	cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s", dir);
-	cleanup_close int lock = take_lock(dfd, dir, err);
+	cleanup_close int lock = take_lock(dfd, dir, deadline_ms, err);
 	if (lock < 0)
 		return -1;
 	return write_locked(dfd, dir, e.decision_id, files, err);

@@ -169,3 +169,21 @@ def test_a_held_lock_is_waited_for_then_refused(nicpick_bin, tmp_path):
     assert ".nicpick.lock" in p.stderr and "another nicpick" in p.stderr, p.stderr
     assert 9 < took < 15, took
     assert documented(out) == set()
+
+
+def test_a_held_lock_is_waited_for_no_longer_than_timeout(nicpick_bin, tmp_path):
+    """--timeout bounds every step, the wait for the lock too."""
+    import fcntl
+    import time
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".nicpick.lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        p = subprocess.run(argv(nicpick_bin, out) + ["--timeout", "2"], capture_output=True,
+                           text=True, timeout=30)
+        took = time.monotonic() - t0
+    assert p.returncode == 1, p.stderr
+    assert "another nicpick holds" in p.stderr and "the deadline came first" in p.stderr, p.stderr
+    assert 1.5 < took < 5, took
+    assert documented(out) == set()

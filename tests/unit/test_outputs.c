@@ -436,7 +436,7 @@ static void test_write_creates_all_three(void **state)
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	json_t *d = sample_decision();
 	mode_t old = umask(077);
-	int rc = outputs_write(dir, &env, d, &err);
+	int rc = outputs_write(dir, &env, d, 0, &err);
 	umask(old);
 	if (rc < 0)
 		fail_msg("%s", err.msg);
@@ -488,7 +488,7 @@ static void test_write_creates_all_three(void **state)
 	c.ifaces[0] = "eth2";
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	d = sample_decision();
-	assert_int_equal(outputs_write(dir, &env, d, &err), 0);
+	assert_int_equal(outputs_write(dir, &env, d, 0, &err), 0);
 	json_decref(d);
 	char id2[64];
 	snprintf(id2, sizeof(id2), "%s", id_of_set(dir));
@@ -507,7 +507,7 @@ static void test_write_creates_all_three(void **state)
 	assert_int_equal(mkdir(stale, 0755), 0);
 	snprintf(p, sizeof(p), "%s/nccl.env", stale);
 	spit(p, "half\n");
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
 	char id3[64];
 	snprintf(id3, sizeof(id3), "%s", id_of_set(dir));
 	list_dir(dir, names, sizeof(names));
@@ -524,7 +524,7 @@ static void test_write_uses_the_given_id(void **state)
 	np_error err = {0};
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	snprintf(env.decision_id, sizeof(env.decision_id), "given-1");
-	assert_int_equal(outputs_write(*state, &env, sample_decision_kept(), &err), 0);
+	assert_int_equal(outputs_write(*state, &env, sample_decision_kept(), 0, &err), 0);
 	assert_string_equal(id_of_set(*state), "given-1");
 	assert_link(*state, "current", "decision-given-1");
 }
@@ -551,7 +551,7 @@ static void test_write_replaces_a_set_a_crash_left_unwritten(void **state)
 	np_error err = {0};
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	snprintf(env.decision_id, sizeof(env.decision_id), "next-1");
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
 	assert_link(dir, "current", "decision-next-1");
 	char names[256];
 	list_dir(dir, names, sizeof(names));
@@ -566,7 +566,7 @@ static void test_write_replaces_a_set_a_crash_left_unwritten(void **state)
 	assert_int_equal(unlink(p), 0);
 	assert_int_equal(symlink("decision-gone", p), 0);
 	snprintf(env.decision_id, sizeof(env.decision_id), "next-2");
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
 	assert_link(dir, "current", "decision-next-2");
 	list_dir(dir, names, sizeof(names));
 	assert_string_equal(names, ".nicpick.lock current decision-next-2 decision.json nccl.conf nccl.env");
@@ -583,7 +583,7 @@ static void test_write_under_regular_file_fails_cleanly(void **state)
 	np_error err = {0};
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	json_t *d = sample_decision();
-	assert_int_equal(outputs_write(dir, &env, d, &err), -1);
+	assert_int_equal(outputs_write(dir, &env, d, 0, &err), -1);
 	json_decref(d);
 	assert_int_equal(err.status, NP_EINTERNAL);
 	assert_int_equal(err.sys_errno, ENOTDIR);
@@ -593,7 +593,7 @@ static void test_write_under_regular_file_fails_cleanly(void **state)
 	/* The out dir itself being a regular file. */
 	np_error_clear(&err);
 	d = sample_decision();
-	assert_int_equal(outputs_write(file, &env, d, &err), -1);
+	assert_int_equal(outputs_write(file, &env, d, 0, &err), -1);
 	json_decref(d);
 	assert_non_null(strstr(err.msg, file));
 	char names[256];
@@ -627,7 +627,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	lim.rlim_cur = 2048;
 	void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-	int rc = outputs_write(dir, &env, big, &err);
+	int rc = outputs_write(dir, &env, big, 0, &err);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	signal(SIGXFSZ, prev);
 	json_decref(big);
@@ -648,7 +648,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	assert_int_equal(mkdir(json_path, 0755), 0);
 	np_error_clear(&err);
 	json_t *d = sample_decision();
-	assert_int_equal(outputs_write(dir, &env, d, &err), -1);
+	assert_int_equal(outputs_write(dir, &env, d, 0, &err), -1);
 	json_decref(d);
 	assert_int_equal(err.sys_errno, EISDIR);
 	list_dir(dir, names, sizeof(names));
@@ -666,7 +666,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	snprintf(bad.vars[0].value, sizeof(bad.vars[0].value), "=eth1\nNCCL_NET=IB");
 	np_error_clear(&err);
 	d = sample_decision();
-	assert_int_equal(outputs_write(dir, &bad, d, &err), -1);
+	assert_int_equal(outputs_write(dir, &bad, d, 0, &err), -1);
 	json_decref(d);
 	assert_int_equal(err.status, NP_EUSAGE);
 	list_dir(dir, names, sizeof(names));
@@ -678,7 +678,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	/* 4. Then a write that succeeds: the earlier plain files become
 	 * links to the new set, and nothing of the old stays. */
 	np_error_clear(&err);
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
 	const char *id = id_of_set(dir);
 	char want[256];
 	snprintf(want, sizeof(want), ".nicpick.lock current decision-%s decision.json nccl.conf nccl.env", id);
