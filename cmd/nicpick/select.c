@@ -153,6 +153,9 @@ static int set_out_dir(struct cli *c, const char *a)
 	if (!*a)
 		return cli_usage_error("%s", "--out-dir '': an empty path; name the directory the "
 					     "training container mounts (e.g. /nicpick)");
+	if (strlen(a) > SELECT_OUT_DIR_MAX)
+		return cli_usage_error("--out-dir: a path of %zu bytes; at most %d", strlen(a),
+				       SELECT_OUT_DIR_MAX);
 	c->sel.out_dir = a;
 	return 0;
 }

@@ -78,7 +78,12 @@ static int run(int argc, char **argv)
 	if (standalone) {
 		if (!o->out_dir) {
 			const char *t = getenv("TMPDIR");
-			snprintf(tmp_dir, sizeof(tmp_dir), "%s/nicpick-smoke.XXXXXX", t && *t ? t : "/tmp");
+			int len = snprintf(tmp_dir, sizeof(tmp_dir), "%s/nicpick-smoke.XXXXXX",
+					   t && *t ? t : "/tmp");
+			if (len < 0 || (size_t)len >= sizeof(tmp_dir))
+				return cli_usage_error("TMPDIR is longer than %zu characters: set a shorter "
+						       "one, or give --out-dir",
+						       sizeof(tmp_dir) - 24);
 			if (!mkdtemp(tmp_dir)) {
 				np_error_set(&err, NP_EINTERNAL, errno, "cannot create %s", tmp_dir);
 				return cli_fail(&err);

@@ -33,6 +33,7 @@ char *k8s_server_url(const char *host, const char *port)
  * number of bytes read (NULL: not wanted). */
 static int read_trimmed(const char *path, char **out, size_t *raw, np_error *err)
 {
+	errno = 0;
 	cleanup_fclose FILE *f = fopen(path, "re");
 	if (!f)
 		return np_error_set(err, NP_EK8S, errno, "cannot read %s", path);
@@ -41,8 +42,9 @@ static int read_trimmed(const char *path, char **out, size_t *raw, np_error *err
 		return np_error_set(err, NP_EINTERNAL, ENOMEM, "reading %s", path);
 	size_t n = fread(buf, 1, K8S_SMALL_FILE_MAX + 1, f);
 	if (ferror(f)) {
+		int e = errno ? errno : EIO; /* EISDIR: a directory opens, then fails to read */
 		free(buf);
-		return np_error_set(err, NP_EK8S, EIO, "cannot read %s", path);
+		return np_error_set(err, NP_EK8S, e, "cannot read %s", path);
 	}
 	if (n > K8S_SMALL_FILE_MAX) {
 		free(buf);

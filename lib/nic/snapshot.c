@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- writing ---- */
 
@@ -491,9 +492,12 @@ fail:
 int nic_snapshot_load(const char *path, struct nic_list *out, np_error *err)
 {
 	json_error_t je;
-	json_t *root = json_load_file(path, 0, &je);
 	out->v = NULL;
 	out->n = 0;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return np_error_set(err, NP_EUSAGE, EISDIR, "snapshot %s", path);
+	json_t *root = json_load_file(path, 0, &je);
 	if (!root) {
 		/* jansson says "unable to open FILE: ERRNO" for I/O errors. */
 		return np_error_set(err, NP_EUSAGE, 0, "snapshot %s:%d:%d: %s", path, je.line,

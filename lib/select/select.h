@@ -72,6 +72,12 @@ struct select_tune_opts {
 	long bytes;   /* the representative all-reduce (0: SELECT_TUNE_BYTES, or the
 		       * smoke step's size when smaller) */
 };
+/* The longest out-dir: every path nicpick makes under it (the smoke
+ * step's ".nicpick-smoke.XXXXXX/nccl.conf", NCCL_DEBUG_FILE's
+ * "nccl-debug/train.%h.%p") must fit SMOKE_PATH_MAX and the outputs'
+ * 512-byte values. */
+#define SELECT_OUT_DIR_MAX 400
+
 #define SELECT_TUNE_DEFAULT_BUDGET_S 15
 /* What one run of the sweep is planned to take: a process, its CUDA
  * context and NCCL's init (about a second on an H200 over sockets), 1, 8
@@ -161,7 +167,7 @@ struct select_opts {
 	struct select_smoke_opts smoke;
 	struct select_tune_opts tune;
 	/* write */
-	const char *out_dir; /* NULL: decide but write nothing */
+	const char *out_dir; /* NULL: decide but write nothing; at most SELECT_OUT_DIR_MAX bytes */
 	bool strict_env;     /* a pod setting that overrides the outputs fails */
 };
 

@@ -332,3 +332,32 @@ def test_discover_to_a_full_device_says_so_once(nicpick_bin, fmt):
     line = assert_one_line_error(p, 1, "cannot write to standard output", os.strerror(28))
     if "json" in fmt:
         assert json.loads(line)["fields"]["exit_code"] == "1"
+
+
+def test_paths_that_cannot_work_are_refused_before_anything_is_made(nicpick_bin, tmp_path):
+    # A snapshot that is a directory names the cause; an out-dir longer than
+    # the paths nicpick makes under it can hold is refused before a single
+    # directory of it is made; so is a TMPDIR too long for the smoke test's
+    # own directory.
+    import subprocess
+    run = lambda *a, env=None: subprocess.run([nicpick_bin] + list(a), capture_output=True,
+                                              text=True, timeout=30, env=env)
+    p = run("select", "--snapshot", str(tmp_path), "--out-dir", str(tmp_path / "o"))
+    assert_one_line_error(p, 2, f"snapshot {tmp_path}: {os.strerror(21)}")
+    deep = tmp_path / "d" / ("x/" * 200)
+    p = run("select", *FIXTURE_SRC, "--out-dir", str(deep), "--smoke", "off")
+    assert_one_line_error(p, 2, "--out-dir: a path of", "at most 400")
+    assert not (tmp_path / "d").exists()
+    env = dict(os.environ, TMPDIR=str(tmp_path / ("t" * 240)))
+    p = run("smoke", "--rank", "0", "--world", "1", "--comm-id", "127.0.0.1:29999", env=env)
+    assert_one_line_error(p, 2, "TMPDIR is longer than")
+
+
+def test_a_token_file_that_is_a_directory_says_so(nicpick_bin, tmp_path):
+    import subprocess
+    p = subprocess.run([nicpick_bin, "select", "--peers", "k8s", *FIXTURE_SRC,
+                        "--token-file", str(tmp_path), "--api-server", "https://127.0.0.1:1",
+                        "--insecure-skip-tls-verify", "--pod-name", "p", "--namespace", "n",
+                        "--out-dir", str(tmp_path / "o"), "--smoke", "off", "--timeout", "5"],
+                       capture_output=True, text=True, timeout=30)
+    assert_one_line_error(p, 5, f"cannot read {tmp_path}: {os.strerror(21)}")
