@@ -204,6 +204,8 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 			const struct cli_opt *o = opt_of[ch - 256];
 			if (!(o->verbs & verb->bit))
 				return cli_usage_error("--%s is an option of '%s'", o->name, home_of[ch - 256]);
+			if ((rc = cli_check_value(o->name, optarg)) != 0)
+				return rc;
 			if (o->kind == CLI_STRING)
 				*(const char **)((char *)c + o->at) = optarg;
 			else if (o->kind == CLI_TRUE)
@@ -239,6 +241,12 @@ int cli_parse(int argc, char **argv, const struct cli_verb *verb, struct cli *c)
 	}
 	if (c->sel.snapshot && (c->sel.src.sysfs_root || c->sel.src.netlink_json))
 		return cli_usage_error("%s cannot be combined with --sysfs or --netlink-json", "--snapshot");
+	/* NCCL_DEBUG_FILE names OUT/nccl-debug for the training container,
+	 * which has another working directory. */
+	if (c->sel.smoke.nccl_debug && c->sel.out_dir && c->sel.out_dir[0] != '/')
+		return cli_usage_error("--nccl-debug needs an absolute --out-dir ('%s'): training reads "
+				       "NCCL_DEBUG_FILE from its own working directory",
+				       c->sel.out_dir);
 	if (c->sel.smoke.nccl_debug && c->sel.out_dir)
 		snprintf(smoke_kept, sizeof(smoke_kept),
 			 "the smoke all-reduce failed or could not run; NCCL's log is in %s/nccl-debug",
@@ -437,6 +445,16 @@ int cli_fail_shown(const np_error *err, bool table_shown)
 		free(msg);
 	}
 	return st;
+}
+
+/* A value goes into logs, annotations and NCCL's variables: no control
+ * character (a newline would forge a line of the log). */
+int cli_check_value(const char *name, const char *value)
+{
+	for (const unsigned char *p = (const unsigned char *)value; p && *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return cli_usage_error("--%s: the value has a control character (0x%02x)", name, *p);
+	return 0;
 }
 
 /* getopt's '?': an unknown long option is argv[optind - 1] as typed; an

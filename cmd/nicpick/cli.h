@@ -107,6 +107,7 @@ int cli_fail_shown(const np_error *err, bool table_shown);
 const volatile sig_atomic_t *cli_catch_signals(void);
 __attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 int cli_unknown_option(const char *arg, const char *verb);
+int cli_check_value(const char *name, const char *value);
 
 int cli_parse_long(const char *s, long min, long max, long *out);
 /* --NAME's value in min..max, else the usage error "--NAME 'A': EXPECT". */

@@ -64,6 +64,12 @@ static int parse(int argc, char **argv, struct status_args *a)
 	optind = 1;
 	int ch, k;
 	while ((ch = getopt_long(argc, argv, ":n:o:wh", lo, NULL)) != -1) {
+		const char *name = NULL;
+		for (size_t i = 0; optarg && ch != ':' && ch != '?' && lo[i].name && !name; i++)
+			if (lo[i].val == ch)
+				name = lo[i].name;
+		if (name && cli_check_value(name, optarg) != 0)
+			return NP_EUSAGE;
 		switch (ch) {
 		case 'K':
 			a->kc.path = optarg;

@@ -362,9 +362,11 @@ static int choose_outputs(struct run *x, np_error *err)
 		return np_error_set(err, NP_EINTERNAL, 0, "too many output variables");
 	env->vars[env->n].key = "NCCL_DEBUG";
 	snprintf(env->vars[env->n++].value, sizeof(env->vars[0].value), "INFO");
+	char dir[SMOKE_PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/nccl-debug", o->out_dir);
 	env->vars[env->n].key = "NCCL_DEBUG_FILE";
-	snprintf(env->vars[env->n++].value, sizeof(env->vars[0].value), "%s/nccl-debug/train.%%h.%%p",
-		 o->out_dir);
+	if (smoke_debug_file(env->vars[env->n++].value, sizeof(env->vars[0].value), dir, "train") < 0)
+		return np_error_set(err, NP_EUSAGE, 0, "NCCL_DEBUG_FILE under %s is too long", dir);
 	return 0;
 }
 

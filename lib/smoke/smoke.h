@@ -189,6 +189,11 @@ struct smoke_opts {
 	const volatile sig_atomic_t *cancel; /* the run's (util/cancel.h); NULL none */
 };
 
+/* NCCL_DEBUG_FILE for files in dir: "DIR/NAME.%h.%p" (host and pid), each
+ * '%' of dir doubled, as NCCL reads it (debug.cc, ncclDebugInit: "%%" is
+ * one '%', "%h" the host).  -1 when it does not fit len. */
+int smoke_debug_file(char *buf, size_t len, const char *dir, const char *name);
+
 /* Find the companion: explicit (NICPICK_SMOKE_BIN), else beside self_exe,
  * else on path_env.  Returns 0 and the path, or -1 (NP_ESMOKE). */
 int smoke_find_companion(const char *explicit_path, const char *self_exe, const char *path_env,

@@ -66,14 +66,31 @@ static bool key_is(const char *entry, const char *key)
 	return strncmp(entry, key, n) == 0 && entry[n] == '=';
 }
 
+int smoke_debug_file(char *buf, size_t len, const char *dir, const char *name)
+{
+	size_t o = 0;
+	for (const char *p = dir; *p; p++) {
+		if (o + 2 >= len)
+			return -1;
+		if (*p == '%')
+			buf[o++] = '%';
+		buf[o++] = *p;
+	}
+	int n = snprintf(buf + o, len - o, "/%s.%%h.%%p", name);
+	return n < 0 || (size_t)n >= len - o ? -1 : 0;
+}
+
 /* The companion's environment: the base, less every variable nicpick sets,
  * plus nicpick's outputs and the debug settings its log check needs. */
 static char **build_env(const struct smoke_opts *o, np_error *err)
 {
 	char *own[96][2]; /* the debug settings, NCCL_COMM_ID, the delivery and the container's */
 	size_t n_own = 0;
-	char debug_file[SMOKE_PATH_MAX + 32];
-	snprintf(debug_file, sizeof(debug_file), "%s/nccl-debug.%%h.%%p", o->log_dir ? o->log_dir : "");
+	char debug_file[2 * SMOKE_PATH_MAX + 32];
+	if (o->log_dir && smoke_debug_file(debug_file, sizeof(debug_file), o->log_dir, "nccl-debug") < 0) {
+		np_error_set(err, NP_ESMOKE, ENAMETOOLONG, "the log directory %s", o->log_dir);
+		return NULL;
+	}
 	static char k_comm[] = "NCCL_COMM_ID", k_dbg[] = "NCCL_DEBUG", k_sub[] = "NCCL_DEBUG_SUBSYS",
 		    k_file[] = "NCCL_DEBUG_FILE", v_info[] = "INFO",
 		    v_sub[] = "INIT,BOOTSTRAP,NET,ENV";

@@ -257,7 +257,9 @@ static const char *dir(void)
 	return d && *d ? d : "/tmp";
 }
 
-/* NCCL_DEBUG_FILE with %h and %p expanded, as NCCL does. */
+/* NCCL_DEBUG_FILE with %h and %p expanded and %% read as one '%', as NCCL
+ * does (src/debug.cc, ncclDebugInit: "case '%': // Double %"; any other
+ * character after '%' is kept with it). */
 static void log_info(const char *fmt, ...)
 {
 	const char *f = getenv("NCCL_DEBUG_FILE");
@@ -272,6 +274,9 @@ static void log_info(const char *fmt, ...)
 			p++;
 		} else if (p[0] == '%' && p[1] == 'p') {
 			o += (size_t)snprintf(path + o, sizeof(path) - o, "%d", (int)getpid());
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			path[o++] = '%';
 			p++;
 		} else {
 			path[o++] = *p;

@@ -361,3 +361,23 @@ def test_a_token_file_that_is_a_directory_says_so(nicpick_bin, tmp_path):
                         "--out-dir", str(tmp_path / "o"), "--smoke", "off", "--timeout", "5"],
                        capture_output=True, text=True, timeout=30)
     assert_one_line_error(p, 5, f"cannot read {tmp_path}: {os.strerror(21)}")
+
+
+@pytest.mark.parametrize("args,named", [
+    (["smoke", "--rank", "0", "--world", "1", "--comm-id", "host\nnicpick: error: x:1"],
+     "--comm-id: the value has a control character (0x0a)"),
+    (["select", "--out-dir", "/nonexistent/o", "--include", "ens\tx"],
+     "--include: the value has a control character (0x09)"),
+    (["status", "-n", "a\nb", "job"], "--namespace: the value has a control character"),
+    (["select", "--out-dir", "rel/out", "--nccl-debug"],
+     "--nccl-debug needs an absolute --out-dir ('rel/out')"),
+])
+def test_values_that_would_forge_or_misplace_output_are_refused(nicpick_bin, tmp_path, args, named):
+    # A value goes into log lines, annotations and NCCL's variables: a
+    # newline would forge a log line.  NCCL_DEBUG_FILE is read from the
+    # training container's working directory.
+    import subprocess
+    p = subprocess.run([nicpick_bin] + args, capture_output=True, text=True, timeout=10,
+                       cwd=tmp_path)
+    assert_one_line_error(p, 2, named)
+    assert os.listdir(tmp_path) == []

@@ -628,6 +628,20 @@ def test_nccl_debug_reads_only_this_runs_log(nicpick, node, out_dir, gpu_env):
     assert [i["interface"] for i in s["nccl_log"]["net_socket"]] == ["eth1"], s
 
 
+def test_an_out_dir_with_a_percent_sign_keeps_nccls_log(nicpick, node, tmp_path, gpu_env):
+    # NCCL expands %h and %p in NCCL_DEBUG_FILE and reads %% as '%': an
+    # out-dir named "a%hb" must not send NCCL's log (the smoke test's, then
+    # training's) to another path.
+    out_dir = tmp_path / "a%hb"
+    p = select(nicpick, node, out_dir, gpu_env, "--smoke", "required", "--smoke-bytes", "64K",
+               "--nccl-debug")
+    assert p.returncode == 0, p.stderr
+    logs = os.listdir(out_dir / "nccl-debug")
+    assert any(f.startswith("nccl-debug.") for f in logs), (logs, os.listdir(tmp_path))
+    env = (out_dir / "nccl.env").read_text()
+    assert f"export NCCL_DEBUG_FILE='{tmp_path}/a%%hb/nccl-debug/train.%h.%p'" in env
+
+
 def test_links_in_the_out_dir_are_not_followed(nicpick, node, out_dir, gpu_env, tmp_path):
     # The out-dir is shared with the training container.  A link named like
     # a killed run's log directory, or a link in place of OUT/nccl-debug,
