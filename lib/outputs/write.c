@@ -125,7 +125,8 @@ static int take_lock(int dfd, const char *dir, int64_t deadline_ms, np_error *er
 	bool cut = deadline_ms > 0 && deadline_ms < until;
 	if (cut)
 		until = deadline_ms;
-	int fd = openat(dfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, OUT_FILE_MODE);
+	/* read-only: flock needs no more, and a lock file another user made stays usable */
+	int fd = openat(dfd, LOCK_NAME, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, OUT_FILE_MODE);
 	if (fd < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir, LOCK_NAME);
 	for (;;) {

@@ -187,3 +187,31 @@ def test_a_held_lock_is_waited_for_no_longer_than_timeout(nicpick_bin, tmp_path)
     assert "another nicpick holds" in p.stderr and "the deadline came first" in p.stderr, p.stderr
     assert 1.5 < took < 5, took
     assert documented(out) == set()
+
+
+def test_a_lock_file_another_user_made_does_not_refuse_the_run(nicpick_bin, tmp_path):
+    """Training images run as another user than an earlier root run: the
+    lock file that run left (0644) must not make the next one fail."""
+    import shutil
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run nicpick as another user")
+    import tempfile
+    base = pathlib.Path(tempfile.mkdtemp(prefix="nicpick-lock-"))  # tmp_path is root's 0700
+    try:
+        os.chmod(base, 0o755)
+        out = base / "out"
+        out.mkdir()
+        os.chmod(out, 0o777)
+        (out / ".nicpick.lock").touch(mode=0o644)
+        binary = base / "nicpick"
+        shutil.copy(nicpick_bin, binary)
+        snap = base / "snapshot"
+        shutil.copy(SNAPSHOT, snap)
+        cmd = argv(str(binary), out)
+        cmd[cmd.index(str(SNAPSHOT))] = str(snap)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd,
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        assert len(documented(out)) == 3
+    finally:
+        shutil.rmtree(base)
