@@ -396,6 +396,100 @@ def test_multus_example_attaches_the_fast_network():
     assert args[args.index("--cidr") + 1] == conf["ipam"]["range"]
 
 
+# -- where the documented commands put things --------------------------------
+
+CONTEXT_NS = "(the context's namespace)"  # what `kubectl apply` without -n uses
+
+
+def apply_lines_of_readme():
+    """README's sh blocks that apply deploy/ manifests, each a list of its
+    `kubectl apply` command lines."""
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    blocks = []
+    for block in re.findall(r"^```sh\n(.*?)^```$", readme, re.M | re.S):
+        lines = [line.split("#")[0] for line in block.splitlines()
+                 if line.startswith("kubectl apply") and "deploy/" in line]
+        if lines:
+            blocks.append(lines)
+    return blocks
+
+
+def apply_lines_of_header(name):
+    """The `kubectl apply` lines a manifest's header comment gives."""
+    with open(os.path.join(DEPLOY, name)) as f:
+        return [re.sub(r"\s\s.*|\(.*", "", m) for m in
+                re.findall(r"^#\s+(kubectl apply .*)$", f.read(), re.M)]
+
+
+def applied(lines):
+    """What the command lines put where: (namespace, file, doc) for every
+    object, namespace None for a cluster-scoped one."""
+    out = []
+    for line in lines:
+        flag = re.findall(r"(?:^|\s)-n\s+(\S+)", line)
+        files = re.findall(r"(?:^|\s)-f\s+deploy/(\S+)", line)
+        assert files, line
+        for name in files:
+            for d in load_all(name):
+                if not namespaced(d):
+                    out.append((None, name, d))
+                    continue
+                own = d["metadata"].get("namespace")
+                # kubectl refuses a -n that contradicts the object's own namespace
+                assert not (own and flag and own != flag[0]), (line, d["kind"])
+                out.append((own or (flag[0] if flag else CONTEXT_NS), name, d))
+    return out
+
+
+def namespaced(doc):
+    crds = k8sschema.crds_for((doc["apiVersion"], doc["kind"]))
+    if crds:
+        with open(crds[-1][1]) as f:
+            return yaml.safe_load(f)["spec"]["scope"] == "Namespaced"
+    return doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")
+
+
+def pods_placed(objs):
+    """(namespace, where, pod spec) of every pod the applied objects make: a
+    runtime's pods run where the TrainJobs that name it are."""
+    out = []
+    for ns, name, d in objs:
+        if d["kind"] == "ClusterTrainingRuntime":
+            where = [tns for tns, _, t in objs if t["kind"] == "TrainJob"
+                     and t["spec"]["runtimeRef"]["name"] == d["metadata"]["name"]]
+        else:
+            where = [ns]
+        for tns in where:
+            out += [(tns, f"{name}:{path}", tpl["spec"]) for path, tpl in k8sschema.pod_templates(d)]
+    return out
+
+
+def documented_applies():
+    return ([(f"README.md block {i}", b) for i, b in enumerate(apply_lines_of_readme())] +
+            [(f"deploy/{n}", apply_lines_of_header(n)) for n in EXAMPLES])
+
+
+@pytest.mark.parametrize("where,lines", documented_applies(), ids=[w for w, _ in documented_applies()])
+def test_documented_commands_run_each_job_where_its_service_account_is(where, lines):
+    objs = applied(lines)
+    pods = pods_placed(objs)
+    assert pods or where.startswith("README"), f"{where} applies no pods"
+    accounts = {(ns, d["metadata"]["name"]) for ns, _, d in objs if d["kind"] == "ServiceAccount"}
+    for ns, pod_where, pod in pods:
+        assert (ns, pod["serviceAccountName"]) in accounts, \
+            f"{where}: {pod_where} runs in {ns}, where no ServiceAccount {pod['serviceAccountName']} is"
+
+
+def test_readme_applies_every_job_example_in_its_namespace():
+    (main,) = [b for b in apply_lines_of_readme() if any("deploy/job.yaml" in line for line in b)]
+    objs = applied(main)
+    assert {n for _, n, _ in objs} >= {"rbac.yaml", "job.yaml", "pytorchjob.yaml", "jobset.yaml",
+                                      "trainjob.yaml"}
+    assert {ns for ns, _, d in objs if d["kind"] != "ClusterTrainingRuntime"} == {"ml"}
+    assert [ns for ns, _, d in objs if d["kind"] == "ClusterTrainingRuntime"] == [None]
+
+
 # -- nicpick accepts the arguments -------------------------------------------
 
 
