@@ -195,7 +195,7 @@ def test_documented_operator_template_meets_restricted():
     template = documented_init_template()
     assert "{{.MasterAddr}}" in template and "{{.InitContainerImage}}" in template
     (c,) = render(template, job)
-    assert c["name"] == "init-pytorch" and "train-master-0" in " ".join(c["command"])
+    assert c["name"] == "init-pytorch" and f"{job['metadata']['name']}-master-0" in " ".join(c["command"])
     pod = operator_pod(job, "Worker", template)
     assert [c["name"] for c in pod["initContainers"]][-1] == "init-pytorch"
     assert k8sschema.restricted_violations(pod) == []
@@ -488,6 +488,70 @@ def test_readme_applies_every_job_example_in_its_namespace():
                                       "trainjob.yaml"}
     assert {ns for ns, _, d in objs if d["kind"] != "ClusterTrainingRuntime"} == {"ml"}
     assert [ns for ns, _, d in objs if d["kind"] == "ClusterTrainingRuntime"] == [None]
+
+
+def made(doc, objs):
+    """(kind, name) of what an object and its controller make in its namespace:
+    a JobSet its Jobs and, with DNS hostnames (JobSet's default), a headless
+    Service named after its subdomain, by default its own name; a TrainJob a
+    JobSet of its own name from its runtime's template; a PyTorchJob a
+    Service per replica (training-operator: <job>-<type>-<index>)."""
+    kind, name = doc["kind"], doc["metadata"]["name"]
+    out = [(kind, name)]
+    if kind == "JobSet":
+        net = doc["spec"].get("network") or {}
+        if net.get("enableDNSHostnames", True):
+            out.append(("Service", net.get("subdomain") or name))
+        out += [("Job", f"{name}-{rj['name']}-{i}")
+                for rj in doc["spec"]["replicatedJobs"] for i in range(rj.get("replicas", 1))]
+    elif kind == "TrainJob":
+        (rt,) = [d for _, _, d in objs if d["kind"] == "ClusterTrainingRuntime"
+                 and d["metadata"]["name"] == doc["spec"]["runtimeRef"]["name"]]
+        out += made({"kind": "JobSet", "metadata": {"name": name},
+                     "spec": rt["spec"]["template"]["spec"]}, objs)
+    elif kind == "PyTorchJob":
+        out += [("Service", f"{name}-{rtype.lower()}-{i}")
+                for rtype, r in doc["spec"]["pytorchReplicaSpecs"].items() for i in range(r["replicas"])]
+    return out
+
+
+def collisions(objs):
+    """(namespace, kind, name) made by more than one manifest."""
+    owner, out = {}, []
+    for ns, name, d in objs:
+        for key in [(ns, k, n) for k, n in made(d, objs)]:
+            if owner.setdefault(key, name) != name:
+                out.append((key, owner[key], name))
+    return out
+
+
+JOB_KINDS = ("Job", "PyTorchJob", "JobSet", "TrainJob")
+
+
+def every_example_in_one_namespace():
+    """Each manifest's own header commands, all in one namespace."""
+    return [line for n in EXAMPLES for line in apply_lines_of_header(n)]
+
+
+@pytest.mark.parametrize("lines", apply_lines_of_readme() + [every_example_in_one_namespace()],
+                         ids=[f"README.md block {i}" for i in range(len(apply_lines_of_readme()))] +
+                         ["every example by its header"])
+def test_examples_applied_together_take_none_of_each_others_objects(lines):
+    objs = applied(lines)
+    assert collisions(objs) == []
+    # Every job is one name to `kubectl nicpick status NAME -n NS` (no --kind).
+    jobs = [(ns, d["metadata"]["name"]) for ns, _, d in objs if d["kind"] in JOB_KINDS]
+    assert len(jobs) == len(set(jobs)), jobs
+
+
+def test_collisions_are_seen():
+    """job.yaml's Service and a JobSet of the same name, as the JobSet
+    controller would find it (it keeps an existing Service of its name)."""
+    objs = applied(["kubectl apply -n ml -f deploy/job.yaml -f deploy/jobset.yaml"])
+    for _, name, d in objs:
+        if d["kind"] == "JobSet":
+            d["metadata"]["name"] = "train"
+    assert [key for key, _, _ in collisions(objs)] == [("ml", "Service", "train")]
 
 
 # -- nicpick accepts the arguments -------------------------------------------
