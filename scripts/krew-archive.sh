@@ -2,8 +2,9 @@
 # The krew archive of `kubectl nicpick`: kubectl-nicpick (the static nicpick
 # of `make static` under its plugin name) in a reproducible tar.gz, named as
 # deploy/krew/nicpick.yaml's uri names it.  Prints the archive's path and
-# sha256; with --manifest FILE, also writes the sha256 into FILE.
-#   scripts/krew-archive.sh [--manifest deploy/krew/nicpick.yaml] build/static/nicpick build/krew
+# sha256; with --manifest FILE, also writes the sha256 into FILE, a copy of
+# deploy/krew/nicpick.yaml (krew checks it, also with --archive).
+#   scripts/krew-archive.sh [--manifest build/krew/nicpick.yaml] build/static/nicpick build/krew
 set -eu
 manifest=
 if [ "${1:-}" = --manifest ]; then

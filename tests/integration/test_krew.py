@@ -4,13 +4,18 @@ validatePlatform: apiVersion, kind, a safe name equal to the file's, a
 one-line shortDescription, a semver version with its "v", and per platform
 a uri, a 64-hex sha256, a bin, well-formed files and an os/arch selector),
 plus what it must say about nicpick: this VERSION, the archive that
-scripts/krew-archive.sh makes, a bin that is the plugin's name."""
+scripts/krew-archive.sh makes, a bin that is the plugin's name; and the
+README's krew commands, run as written, give krew a manifest whose sha256
+is the archive's."""
 import hashlib
+import os
 import pathlib
 import re
+import shutil
 import subprocess
 import tarfile
 
+import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -84,3 +89,74 @@ def test_archive_script_makes_the_uris_file_and_fills_the_sha256(tmp_path, nicpi
     q = subprocess.run([str(ROOT / "scripts" / "krew-archive.sh"), nicpick_bin, str(tmp_path / "again")],
                        capture_output=True, text=True, timeout=60)
     assert q.returncode == 0 and q.stdout.split()[1] == digest, q.stderr
+
+
+def readme_krew_block():
+    """README's sh block that installs the plugin with krew, its lines with
+    continuations joined."""
+    readme = (ROOT / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"^```sh\n(.*?)^```$", readme, re.M | re.S)
+                if "kubectl krew install" in b]
+    return [line.strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def krew_installs(manifest, archive, dest):
+    """What `kubectl krew install --manifest=M --archive=A` does on linux/amd64
+    (sigs.k8s.io/krew internal/installation: the platform whose selector
+    matches, the archive's sha256 checked against the manifest's, the files
+    moved, the bin linked): the installed bin's path, or an AssertionError."""
+    m = yaml.safe_load(manifest.read_text())
+    (pl,) = [pl for pl in m["spec"]["platforms"]
+             if pl["selector"].get("matchLabels") == {"os": "linux", "arch": "amd64"}]
+    got = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert got == pl["sha256"], f"checksum does not match: manifest {pl['sha256']}, archive {got}"
+    extract, plugin = dest / "extract", dest / "plugin"
+    plugin.mkdir(parents=True)
+    with tarfile.open(archive) as t:
+        for member in t.getmembers():
+            assert member.isfile() and "/" not in member.name and member.name != "..", member.name
+        t.extractall(extract)
+    for f in pl["files"]:
+        found = sorted(extract.glob(f["from"]))
+        assert found, f"no file in the archive matches {f['from']}"
+        for src in found:
+            shutil.copy2(src, plugin / src.name if f["to"] == "." else plugin / f["to"])
+    bin_path = dest / "plugin" / pl["bin"]
+    assert os.access(bin_path, os.X_OK), bin_path
+    return bin_path
+
+
+def test_readme_krew_commands_install_the_plugin(tmp_path, nicpick_bin):
+    """The README's commands, run as written on a copy of the tree with this
+    build as build/static/nicpick, give krew a manifest and an archive that
+    it installs: the sha256 matches, the plugin is this nicpick."""
+    lines = readme_krew_block()
+    assert lines[0] == "make static"
+    (install,) = [x for x in lines if x.startswith("kubectl krew install")]
+    tree = tmp_path / "tree"
+    (tree / "scripts").mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts" / "krew-archive.sh", tree / "scripts")
+    shutil.copytree(ROOT / "deploy" / "krew", tree / "deploy" / "krew")
+    shutil.copy2(ROOT / "VERSION", tree)
+    (tree / "build" / "static").mkdir(parents=True)
+    shutil.copy2(nicpick_bin, tree / "build" / "static" / "nicpick")
+    steps = [x for x in lines if x not in ("make static", install)]
+    p = subprocess.run(["sh", "-euc", "\n".join(steps)], cwd=tree, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    manifest = re.search(r"--manifest=(\S+)", install).group(1)
+    archive = re.search(r"--archive=(\S+)", install).group(1)
+    assert (tree / "deploy" / "krew" / "nicpick.yaml").read_text() == MANIFEST.read_text()
+    installed = krew_installs(tree / manifest, tree / archive, tmp_path / "krew")
+    assert installed.read_bytes() == pathlib.Path(nicpick_bin).read_bytes()
+
+
+def test_krew_refuses_the_manifest_as_shipped(tmp_path, nicpick_bin):
+    """deploy/krew/nicpick.yaml's sha256 is the release's, not a local
+    build's: krew would refuse it beside a local archive."""
+    p = subprocess.run([str(ROOT / "scripts" / "krew-archive.sh"), nicpick_bin, str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    archive = pathlib.Path(p.stdout.split()[0])
+    with pytest.raises(AssertionError, match="checksum does not match"):
+        krew_installs(MANIFEST, archive, tmp_path / "krew")
