@@ -304,16 +304,7 @@ def test_notes_tell_where_the_result_is(helm):
     assert "demo-nicpick-0.demo-nicpick:29500" in notes
 
 
-def test_named_templates_add_nicpick_to_another_charts_pods(helm, tmp_path):
-    parent = tmp_path / "trainer"
-    (parent / "templates").mkdir(parents=True)
-    (parent / "charts").mkdir()
-    subprocess.run(["cp", "-r", CHART, str(parent / "charts" / "nicpick")], check=True)
-    (parent / "Chart.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "v2", "name": "trainer", "version": "1.0.0",
-        "dependencies": [{"name": "nicpick", "version": "*"}]}))
-    (parent / "values.yaml").write_text(yaml.safe_dump({"nicpick": {"expectPods": 2}}))
-    (parent / "templates" / "pod.yaml").write_text("""\
+PARENT_POD = """\
 apiVersion: v1
 kind: Pod
 metadata:
@@ -335,16 +326,61 @@ spec:
       securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
   volumes:
     {{- include "nicpick.volumes" .Subcharts.nicpick | trim | nindent 4 }}
-""")
+"""
+
+
+def render_parent(helm, tmp_path, nicpick_values):
+    """Another chart with nicpick as a dependency and a pod that includes
+    its named templates, as README shows; rendered with these values for
+    nicpick."""
+    parent = tmp_path / "trainer"
+    (parent / "templates").mkdir(parents=True)
+    (parent / "charts").mkdir()
+    subprocess.run(["cp", "-r", CHART, str(parent / "charts" / "nicpick")], check=True)
+    (parent / "Chart.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "v2", "name": "trainer", "version": "1.0.0",
+        "dependencies": [{"name": "nicpick", "version": "*"}]}))
+    (parent / "values.yaml").write_text(yaml.safe_dump({"nicpick": nicpick_values}))
+    (parent / "templates" / "pod.yaml").write_text(PARENT_POD)
     r = helm_run(helm, "template", "t", str(parent), "--namespace", "ml")
     docs = [d for d in yaml.safe_load_all(r.stdout) if d]
     assert k8sschema.validate_all(docs) == [[] for _ in docs]
+    assert not any(d["kind"] == "Job" for d in docs)
+    return docs
+
+
+def test_named_templates_add_nicpick_to_another_charts_pods(helm, tmp_path):
+    docs = render_parent(helm, tmp_path, {"expectPods": 2})
     pod = the(docs, "Pod")["spec"]
     assert pod["serviceAccountName"] == "t-nicpick"
     (init,) = pod["initContainers"]
     assert init["image"] == "nicpick:0.1.0"
     assert {"name": "NICPICK_EXPECT", "value": "2"} in init["env"]
+    # runIn=nicpick (the default) requests no GPU unless smoke.gpus says so
+    assert "nvidia.com/gpu" not in init["resources"].get("limits", {})
     assert pod["containers"][0]["env"] == [{"name": "NCCL_CONF_FILE", "value": "/nicpick/nccl.conf"}]
+    assert k8sschema.restricted_violations(pod) == []
+
+
+@pytest.mark.parametrize("values,gpus", [
+    ({}, 1),                                  # job.gpusPerPod's default, without job.enabled
+    ({"job": {"gpusPerPod": 8}}, 8),
+    ({"smoke": {"gpus": 2}, "job": {"gpusPerPod": 8}}, 2),
+], ids=["default", "job.gpusPerPod", "smoke.gpus"])
+def test_named_templates_run_the_smoke_step_in_the_training_image_with_gpus(helm, tmp_path, values, gpus):
+    """smoke.runIn=trainImage through the named templates, job.enabled
+    false: the init container that runs the all-reduce gets smoke.gpus GPUs,
+    0 meaning job.gpusPerPod, as values.yaml and README say."""
+    values = {**values, "smoke": {**values.get("smoke", {}), "runIn": "trainImage"}}
+    pod = the(render_parent(helm, tmp_path, values), "Pod")["spec"]
+    install, run = pod["initContainers"]
+    assert (install["name"], install["args"]) == ("nicpick-install", ["install", "/nicpick"])
+    assert install["image"] == "nicpick:0.1.0"
+    assert "nvidia.com/gpu" not in install["resources"].get("limits", {})
+    assert run["name"] == "nicpick" and run["command"] == ["/nicpick/nicpick"]
+    assert run["image"] == "pytorch/pytorch:2.7.1-cuda12.6-cudnn9-runtime"  # job.trainImage
+    assert run["resources"]["limits"]["nvidia.com/gpu"] == gpus
+    assert {"name": "nicpick-tmp", "emptyDir": {}} in pod["volumes"]
     assert k8sschema.restricted_violations(pod) == []
 
 

@@ -131,13 +131,15 @@ initContainers list.  Use from another chart (nicpick as a dependency):
     {{- include "nicpick.initContainer" .Subcharts.nicpick | trim | nindent 4 }}
 With smoke.runIn=trainImage there are two: nicpick-install copies nicpick
 into the shared emptyDir, then nicpick runs it in the training image with
-the pod's GPUs.  Only the container named nicpick mounts the API token.
+smoke.gpus GPUs, 0 meaning job.gpusPerPod, whether or not job.enabled (so
+from another chart too: set smoke.gpus to what the training container
+requests).  Only the container named nicpick mounts the API token.
 */}}
 {{- define "nicpick.initContainer" -}}
 {{- $v := .Values -}}
 {{- $inTrain := eq $v.smoke.runIn "trainImage" -}}
 {{- $gpus := int $v.smoke.gpus -}}
-{{- if and $inTrain (eq $gpus 0) $v.job.enabled -}}
+{{- if and $inTrain (eq $gpus 0) -}}
 {{- $gpus = int $v.job.gpusPerPod -}}
 {{- end -}}
 {{- if $inTrain }}
