@@ -135,6 +135,19 @@ def test_runtime_with_numprocpernode_is_rejected_from_trainer_2_2_on():
     assert not any("(trainer v2.0.0)" in e for e in errors), errors
 
 
+def test_trainjob_takes_numprocpernode_in_every_trainer_release():
+    """What README and trainjob.yaml say: TrainJob.spec.trainer.numProcPerNode
+    is in v2.0.0 already (an integer or auto, cpu, gpu) and from v2.2 an
+    integer, auto when unset."""
+    kinds = {}
+    for label, path, version in k8sschema.trainer_crds("trainjobs"):
+        trainer = k8sschema.crd_schema(path, version)["properties"]["spec"]["properties"]["trainer"]
+        npp = trainer["properties"]["numProcPerNode"]
+        kinds[label] = "int-or-string" if npp.get("x-kubernetes-int-or-string") else npp.get("type")
+    assert kinds["trainer v2.0.0"] == "int-or-string", kinds
+    assert kinds["trainer v2.2.1"] == kinds["trainer v2.3.0"] == "integer", kinds
+
+
 # -- training-operator's own init container -----------------------------------
 
 # training-operator v1.7-v1.9 (kubeflow/training-operator,
