@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "util/clock.h"
+#include "util/jsonmem.h"
 
 /* The release build links OpenSSL; scripts/tls-stacks.sh links the same
  * objects against other TLS libraries, to measure them (K8S_TLS_NOT_OPENSSL). */
@@ -38,6 +39,10 @@ static int flushed(int rc)
 
 int main(int argc, char **argv)
 {
+	/* jansson's allocations through a per-thread counter, so that lib/k8s
+	 * can hold the parse of what the API server sent to a budget
+	 * (util/jsonmem.h): process-wide, so here, before any thread. */
+	np_json_budget_install();
 	/* nicpick builds and frees one large JSON tree of small objects; with
 	 * fastbins glibc spends more time consolidating them than jansson
 	 * spends building (measured on 1,000 interfaces). */

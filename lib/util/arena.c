@@ -14,6 +14,10 @@ struct chunk {
 };
 
 static struct chunk *head;
+/* The functions in place before the arena (the budget's counter, when
+ * cmd/ installed it: util/jsonmem.h), put back at its end. */
+static json_malloc_t saved_malloc;
+static json_free_t saved_free;
 
 static void *arena_malloc(size_t n)
 {
@@ -40,12 +44,13 @@ static void arena_free(void *p)
 
 void np_json_arena_begin(void)
 {
+	json_get_alloc_funcs(&saved_malloc, &saved_free);
 	json_set_alloc_funcs(arena_malloc, arena_free);
 }
 
 void np_json_arena_end(void)
 {
-	json_set_alloc_funcs(malloc, free);
+	json_set_alloc_funcs(saved_malloc ? saved_malloc : malloc, saved_free ? saved_free : free);
 	while (head) {
 		struct chunk *next = head->next;
 		free(head);
