@@ -7,6 +7,10 @@
 #include "exchange/message.h"
 
 #define EX_SERVERS_MAX EXCHANGE_PARTS_MAX
+/* Every watch lists the pods in pages of this many (client-go's pager:
+ * 500, tools/pager/pager.go defaultPageSize), so that no answer is a whole
+ * job's list: each page is bounded by its limit (lib/k8s, k8s_page_max). */
+#define EX_LIST_PAGE 500
 #define EX_PROBE_WINDOW_MS 20000 /* how long a probe waits for its peer */
 
 struct probe_server;
@@ -59,6 +63,7 @@ struct ex {
 	np_error err;
 	/* follower */
 	struct follow_state f;
+	bool relisting; /* between RELIST_BEGIN and RELIST_END: the view is partial */
 	bool done; /* the round this pod probed is final */
 	struct probe_server *servers[EX_SERVERS_MAX]; /* one per part, NULL: none */
 	char server_key[EX_SERVERS_MAX][2 * AGREE_ADDR_TEXT_MAX + 96]; /* what it listens for */

@@ -265,16 +265,25 @@ static int follower_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 	ex_note_rv(x, type, obj);
 	if (type == K8S_WATCH_BOOKMARK)
 		return 0;
+	if (type == K8S_WATCH_RELIST || type == K8S_WATCH_RELIST_BEGIN) {
+		/* a re-list replaces what was known of the gatherer */
+		x->f.leader_seen = x->f.has_round = x->f.has_progress = false;
+	}
 	if (type == K8S_WATCH_RELIST) {
 		json_t *items = json_object_get(obj, "items"), *it;
 		size_t i;
-		/* a re-list replaces what was known of the gatherer */
-		x->f.leader_seen = x->f.has_round = x->f.has_progress = false;
 		json_array_foreach(items, i, it)
 			see(x, K8S_WATCH_ADDED, it);
+	} else if (type == K8S_WATCH_RELIST_BEGIN) {
+		x->relisting = true;
+		return 0;
+	} else if (type == K8S_WATCH_RELIST_END) {
+		x->relisting = false;
 	} else {
 		see(x, type, obj);
 	}
+	if (x->relisting)
+		return 0; /* the rest of the list is still to come */
 	if (x->failed || step(x)) {
 		x->stop = true;
 		return 1;
@@ -297,6 +306,10 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	/* see() reads names, uids, labels and annotations only: a real pod
 	 * object is 5-15 KB, its metadata a fraction of it. */
 	x->watch_meta = true;
+	/* Its list is of two pods or so; paged all the same, so that an
+	 * answer to it is bounded as a page is. */
+	x->list_page = EX_LIST_PAGE;
+	x->relisting = false;
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
 	free(sel);
 	if (r < 0) {

@@ -9,9 +9,8 @@
 #include "exchange/exchange_priv.h"
 
 #define PUBLISH_CONNS_MAX 8
-/* The gatherer lists the job's pods in pages of this many (client-go's
- * pager: 500, tools/pager/pager.go defaultPageSize). */
-#define GATHER_LIST_PAGE 500
+/* The gatherer lists the job's pods in pages of this many. */
+#define GATHER_LIST_PAGE EX_LIST_PAGE
 
 /* What the gatherer keeps of a pod's probe result (of this gatherer): a
  * trial per part (a rail of a probe round, a tied network of a measure

@@ -125,7 +125,9 @@ int k8s_list_pods_as(struct k8s_client *c, const char *ns, const char *label_sel
 	    (field_selector && *field_selector &&
 	     k8s_query_add(&path, "fieldSelector", field_selector) < 0))
 		return nomem(err);
-	if (k8s_request(c, "GET", path, NULL, NULL, accept, list, err) < 0)
+	/* No limit: the whole list in one answer (nicpick status). */
+	static const struct k8s_answer_limits al = { K8S_MAX_LIST, SIZE_MAX, "a list in one answer" };
+	if (k8s_request_as(c, "GET", path, NULL, NULL, accept, &al, list, err) < 0)
 		return -1;
 	if (!json_is_array(json_object_get(*list, "items"))) {
 		json_decref(*list);
@@ -148,13 +150,16 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 			   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
 			   char **rv, np_error *err)
 {
-	char lim[24], *cont = NULL;
+	char lim[24], pages[48], *cont = NULL;
 	unsigned expired = 0;
 	int rc = 0;
-	snprintf(lim, sizeof(lim), "%zu", limit ? limit : 500);
+	size_t n = limit ? limit : 500;
 	if (rv)
 		*rv = NULL;
 	for (;;) {
+		snprintf(lim, sizeof(lim), "%zu", n);
+		snprintf(pages, sizeof(pages), "a page of %zu pod%s", n, n == 1 ? "" : "s");
+		struct k8s_answer_limits al = { k8s_page_max(n), K8S_PARSE_MAX, pages };
 		cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", NULL);
 		if (!path || k8s_query_add(&path, "limit", lim) < 0 ||
 		    (cont && k8s_query_add(&path, "continue", cont) < 0) ||
@@ -166,7 +171,16 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 			break;
 		}
 		json_t *list = NULL;
-		if (k8s_request(c, "GET", path, NULL, NULL, accept, &list, err) < 0) {
+		if (k8s_request_as(c, "GET", path, NULL, NULL, accept, &al, &list, err) < 0) {
+			/* Too large to read or to parse: the same page again, for
+			 * half as many pods (a continue token holds its place
+			 * whatever the limit), and the rest of the list so.  A
+			 * page of one pod is bounded as one object is. */
+			if (c->last_oversize && n > 1) {
+				n /= 2;
+				*err = (np_error){ 0 };
+				continue;
+			}
 			/* The snapshot of the first page is gone (compacted): what
 			 * was read is void, list again from the start. */
 			if (cont && k8s_client_last_http(c) == 410) {

@@ -11,18 +11,83 @@
 
 #include "util/cancel.h"
 #include "util/cleanup.h"
+#include "util/jsonmem.h"
 #include "util/jsonread.h"
 
 #ifndef NICPICK_VERSION
 #define NICPICK_VERSION "dev"
 #endif
 
+size_t k8s_page_max(size_t limit)
+{
+	size_t n = limit ? limit : 500;
+	if (n > K8S_MAX_LIST / K8S_MAX_LIST_ITEM)
+		return K8S_MAX_LIST;
+	n *= K8S_MAX_LIST_ITEM;
+	return n < K8S_MAX_OBJECT ? K8S_MAX_OBJECT : n;
+}
+
+size_t k8s_parse_budget(size_t len, size_t max_parse)
+{
+	size_t b = len > (SIZE_MAX - K8S_PARSE_SLACK) / K8S_PARSE_FACTOR
+			   ? SIZE_MAX
+			   : len * K8S_PARSE_FACTOR + K8S_PARSE_SLACK;
+	return b < max_parse ? b : max_parse;
+}
+
+json_t *k8s_json_parse(const char *buf, size_t len, size_t max_parse, json_error_t *jerr,
+		       bool *over)
+{
+	return np_json_loadb_budget(buf ? buf : "", buf ? len : 0, JSON_ALLOW_NUL,
+				    k8s_parse_budget(len, max_parse), jerr, over, NULL);
+}
+
+const char *k8s_size_text(size_t n, char *buf, size_t len)
+{
+	if (n >= (1u << 20))
+		snprintf(buf, len, n % (1u << 20) ? "%.1f MiB" : "%.0f MiB", (double)n / (1u << 20));
+	else if (n >= 1024)
+		snprintf(buf, len, n % 1024 ? "%.1f KiB" : "%.0f KiB", (double)n / 1024);
+	else
+		snprintf(buf, len, "%zu bytes", n);
+	return buf;
+}
+
+/* The body of a transfer without write_fn: a 2xx answer up to max_body
+ * (refused past it, or at once when its Content-Length says it will be),
+ * any other up to K8S_MAX_STATUS (the rest is not needed for its message).
+ * Returning short of n ends the transfer with CURLE_WRITE_ERROR. */
 static size_t collect(char *p, size_t size, size_t nmemb, void *ud)
 {
-	struct k8s_buf *b = ud;
+	struct k8s_xfer *x = ud;
+	struct k8s_buf *b = &x->resp;
 	size_t n = size * nmemb;
-	if (b->len + n > K8S_MAX_BODY || k8s_buf_append(b, p, n) < 0)
-		return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+	long http = 0;
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
+	if (http < 200 || http >= 300) {
+		size_t keep = b->len < K8S_MAX_STATUS ? K8S_MAX_STATUS - b->len : 0;
+		if (keep > n)
+			keep = n;
+		if (keep && k8s_buf_append(b, p, keep) < 0)
+			return 0;
+		if (keep == n)
+			return n;
+		x->status_cut = true;
+		return 0;
+	}
+	size_t max = x->max_body ? x->max_body : K8S_MAX_OBJECT;
+	curl_off_t cl = -1;
+	/* Its Content-Length says it will be too large: refused before a
+	 * byte of it is kept. */
+	bool too_long = b->len == 0 &&
+			curl_easy_getinfo(x->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK &&
+			cl > 0 && (uint64_t)cl > max;
+	if (too_long || n > max - b->len) {
+		x->oversize = true;
+		return 0;
+	}
+	if (k8s_buf_append(b, p, n) < 0)
+		return 0;
 	return n;
 }
 
@@ -34,6 +99,8 @@ void k8s_xfer_reset(struct k8s_xfer *x)
 	x->retry_after = 0;
 	x->deadline_hit = false;
 	x->tls_refused = false;
+	x->oversize = false;
+	x->status_cut = false;
 	x->errbuf[0] = '\0';
 }
 
@@ -286,11 +353,16 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_WRITEDATA, x->write_ud);
 	} else {
 		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-		curl_easy_setopt(e, CURLOPT_WRITEDATA, &x->resp);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
 	}
+	x->easy = e;
 
 	x->errbuf[0] = '\0';
 	x->cc = drive(c, x, timeout);
+	/* An error's body cut short is as good as whole: its status is what
+	 * counts, and its message is in what was kept. */
+	if (x->cc == CURLE_WRITE_ERROR && x->status_cut)
+		x->cc = CURLE_OK;
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &x->http);
 	curl_easy_getinfo(e, CURLINFO_RETRY_AFTER, &x->retry_after);
 	long hv = 0;
@@ -372,8 +444,8 @@ static bool created_before(const char *method, unsigned attempt, long http, cons
 {
 	if (attempt == 0 || http != 409 || strcmp(method, "POST") != 0)
 		return false;
-	json_t *st = json_loadb(body ? body : "", len, 0, NULL);
-	const char *reason = json_string_value(json_object_get(st, "reason"));
+	json_t *st = k8s_json_parse(body, len, K8S_PARSE_MAX, NULL, NULL);
+	const char *reason = np_json_cstr(json_object_get(st, "reason"));
 	bool exists = reason && !strcmp(reason, "AlreadyExists");
 	json_decref(st);
 	return exists;
@@ -385,7 +457,7 @@ static bool http_retryable(long http, const char *body, size_t len)
 		return true;
 	if (http == 409) {
 		/* Conflict (optimistic concurrency) may pass; AlreadyExists never will. */
-		json_t *st = json_loadb(body ? body : "", len, JSON_ALLOW_NUL, NULL);
+		json_t *st = k8s_json_parse(body, len, K8S_PARSE_MAX, NULL, NULL);
 		const char *reason = np_json_cstr(json_object_get(st, "reason"));
 		bool retry = reason && !strcmp(reason, "Conflict");
 		json_decref(st);
@@ -398,6 +470,25 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		const json_t *body, const char *content_type, const char *accept, json_t **out,
 		np_error *err)
 {
+	return k8s_request_as(c, method, path, body, content_type, accept, NULL, out, err);
+}
+
+int k8s_request_as(struct k8s_client *c, const char *method, const char *path,
+		   const json_t *body, const char *content_type, const char *accept,
+		   const struct k8s_answer_limits *lim, json_t **out, np_error *err)
+{
+	/* Unless told: one object for what names one of the API's objects
+	 * or writes one (a POST's answer is what it made), a list in one
+	 * answer for a GET of a collection, and for a path that is not the
+	 * API's (a test server's own, which nicpick itself never asks). */
+	struct k8s_rbac r;
+	static const struct k8s_answer_limits object = { K8S_MAX_OBJECT, K8S_PARSE_MAX, "one object" };
+	static const struct k8s_answer_limits list = { K8S_MAX_LIST, SIZE_MAX, "a list in one answer" };
+	if (!lim)
+		lim = k8s_rbac_from_request(method, path, &r) == 0 && (r.name[0] || strcmp(method, "GET"))
+			      ? &object
+			      : &list;
+	c->last_oversize = false;
 	cleanup_free char *payload = NULL;
 	if (out)
 		*out = NULL;
@@ -412,7 +503,9 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 	struct k8s_xfer x = { .method = method, .path = path, .body = payload,
 			      .body_len = payload ? strlen(payload) : 0,
 			      .content_type = payload ? content_type : NULL,
-			      .accept = accept ? accept : out ? K8S_ACCEPT_JSON : K8S_ACCEPT_META };
+			      .accept = accept ? accept : out ? K8S_ACCEPT_JSON : K8S_ACCEPT_META,
+			      .max_body = lim->max_body };
+	char sz[2][32];
 	char last[NP_ERR_MSG_MAX / 2] = "";
 	bool reauthed = false;
 	int rc = -1;
@@ -426,6 +519,16 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		if (x.cc == CURLE_OK)
 			c->last_http = x.http;
 		long delay = -1;
+		if (x.oversize) {
+			/* Not retried: the server would send it again. */
+			c->last_oversize = true;
+			np_error_set(err, NP_EK8S, 0,
+				     "%s %s: the answer is larger than %s, the most %s can be: refused "
+				     "without reading the rest",
+				     method, path, k8s_size_text(lim->max_body, sz[0], sizeof(sz[0])),
+				     lim->what);
+			goto fail;
+		}
 		if (x.cc != CURLE_OK) {
 			if (x.deadline_hit) {
 				np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s %s: %s",
@@ -441,10 +544,22 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		} else if (x.http >= 200 && x.http < 300) {
 			if (out) {
 				json_error_t jerr;
+				bool over = false;
 				/* NUL allowed: refused only where a value is used
 				 * (np_json_cstr). */
-				*out = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len,
-						  JSON_ALLOW_NUL, &jerr);
+				*out = k8s_json_parse(x.resp.data, x.resp.len, lim->max_parse, &jerr, &over);
+				if (over) {
+					c->last_oversize = true;
+					np_error_set(err, NP_EK8S, 0,
+						     "%s %s: the answer, %s of JSON, would take more than %s "
+						     "of memory to parse, which no answer of the API does "
+						     "(that many values, that small): refused",
+						     method, path,
+						     k8s_size_text(x.resp.len, sz[0], sizeof(sz[0])),
+						     k8s_size_text(k8s_parse_budget(x.resp.len, lim->max_parse),
+								   sz[1], sizeof(sz[1])));
+					goto fail;
+				}
 				if (!*out) {
 					np_error_set(err, NP_EK8S, 0,
 						     "%s %s: invalid JSON in response: %s", method,
@@ -469,8 +584,7 @@ int k8s_request(struct k8s_client *c, const char *method, const char *path,
 			k8s_status_error(&tmp, method, path, x.http, x.resp.data, x.resp.len,
 					 c->cfg.token_file);
 			snprintf(last, sizeof(last), "%.400s", tmp.msg);
-			json_t *st = json_loadb(x.resp.data ? x.resp.data : "", x.resp.len,
-						JSON_ALLOW_NUL, NULL);
+			json_t *st = k8s_json_parse(x.resp.data, x.resp.len, K8S_PARSE_MAX, NULL, NULL);
 			delay = k8s_retry_after_ms(x.retry_after, st);
 			json_decref(st);
 		} else {

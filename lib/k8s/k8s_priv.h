@@ -134,7 +134,61 @@ int k8s_curl_load(np_error *err);
 #define K8S_CONNECT_CAP_MS 10000
 #define K8S_WATCH_CAP_S 300      /* timeoutSeconds of one watch request */
 #define K8S_MAX_ATTEMPTS_NO_DEADLINE 8
-#define K8S_MAX_BODY (64u << 20) /* a response larger than this is refused */
+
+/* What one answer may be, by kind, and what parsing it may take.  A cap
+ * on bytes alone does not bound memory: jansson makes each value of
+ * `[{},{},...]` an object of some 90 times its 3 bytes.
+ *
+ * One object (a Pod, a Job, a PyTorchJob...: the answer to its GET, PATCH
+ * or POST).  etcd refuses a request larger than 1.5 MiB unless its
+ * --max-request-bytes says otherwise (etcd.io/docs/v3.5/dev-guide/limit,
+ * "Request size limit"), so no stored object is larger; kube-apiserver
+ * takes the same object as a JSON body of up to twice that
+ * (kubernetes/kubernetes, staging/src/k8s.io/apiserver/pkg/server/config.go,
+ * MaxRequestBodyBytes = 3 MiB: "A request body might be encoded in json,
+ * and is converted to proto when persisted in etcd, so we allow 2x").
+ * 4 MiB leaves room over that for what the server adds (managedFields,
+ * status).  A watch event is one object in an envelope. */
+#define K8S_MAX_OBJECT (4u << 20)
+#define K8S_MAX_LINE (K8S_MAX_OBJECT + 4096u)
+/* An answer that is not 2xx: only its Status' reason and message are read,
+ * from this much at most; the rest is not received (the transfer ends). */
+#define K8S_MAX_STATUS (64u << 10)
+/* A page of a list, `limit` pods at most: on average this much a pod, as
+ * a bound (a real pod is 5-15 KB, tools/kubeapi/realism.py; nicpick's
+ * annotations on it a few KB more, each at most 16 KiB,
+ * EXCHANGE_MSG_MAX_BYTES), and never less than K8S_MAX_OBJECT (one
+ * large pod) nor more than K8S_MAX_LIST (k8s_page_max).  500 pods, the
+ * pages nicpick asks for: 31.25 MiB. */
+#define K8S_MAX_LIST_ITEM (64u << 10)
+/* A list in one answer, without a limit (nicpick status). */
+#define K8S_MAX_LIST (64u << 20)
+/* The parse of an answer of len bytes may allocate K8S_PARSE_FACTOR * len
+ * + K8S_PARSE_SLACK, as malloc charges it (util/jsonmem.h), and never more
+ * than K8S_PARSE_MAX but for a list in one answer.  Measured with jansson
+ * 2.14: a real pod takes 9-13 times its JSON, its managedFields alone 22
+ * times, `[{},{},...]` 90.  A page that needs more is asked again for half
+ * as many pods (api.c). */
+#define K8S_PARSE_FACTOR 32u
+#define K8S_PARSE_SLACK (1u << 20)
+#define K8S_PARSE_MAX (64u << 20)
+
+/* The bounds of one request's answer (k8s_request_as). */
+struct k8s_answer_limits {
+	size_t max_body;  /* bytes of a 2xx answer */
+	size_t max_parse; /* the parse's ceiling: K8S_PARSE_MAX, SIZE_MAX for none */
+	const char *what; /* "one object", "a page of 500 pods": for the error */
+};
+/* A page of `limit` pods (limit 0: 500). */
+size_t k8s_page_max(size_t limit);
+/* What the parse of len bytes may allocate, at most max_parse. */
+size_t k8s_parse_budget(size_t len, size_t max_parse);
+/* JSON from the API server (NUL allowed: np_json_cstr) under that budget;
+ * NULL with *over (may be NULL) true when the budget refused it. */
+json_t *k8s_json_parse(const char *buf, size_t len, size_t max_parse, json_error_t *jerr,
+		       bool *over);
+/* "4 MiB", "64 KiB", "31.2 MiB" */
+const char *k8s_size_text(size_t n, char *buf, size_t len);
 
 /* limit.c: a token bucket (pure, for tests) and a lockable one. */
 struct k8s_bucket {
@@ -210,6 +264,9 @@ struct k8s_client {
 	 * under way ends within about a second */
 	const volatile sig_atomic_t *cancel;
 	long last_http; /* status of the last response, 0 when none came */
+	/* The last request failed because its answer was too large to read
+	 * or to parse (k8s_answer_limits): a page is then asked again smaller. */
+	bool last_oversize;
 	struct k8s_exec_cred cred; /* from cfg.exec, until it expires or a 401 */
 	/* tls_server_name: the URL names it, curl connects to the server's
 	 * host (CONNECT_TO), and Host: stays the server's, as client-go does */
@@ -242,6 +299,10 @@ struct k8s_xfer {
 	long cap_ms; /* per-request timeout cap; 0: K8S_REQUEST_CAP_MS */
 	size_t (*write_fn)(char *p, size_t size, size_t nmemb, void *ud);
 	void *write_ud;
+	/* Without write_fn: the most a 2xx answer may be (0: K8S_MAX_OBJECT);
+	 * any other answer is kept up to K8S_MAX_STATUS. */
+	size_t max_body;
+	CURL *easy; /* the handle while it runs (the write callback asks it the status) */
 	/* results */
 	CURLcode cc;
 	long http;
@@ -250,6 +311,11 @@ struct k8s_xfer {
 	/* The server refused the TLS handshake (a fatal alert, no common
 	 * version): every attempt would fail the same way. */
 	bool tls_refused;
+	/* A 2xx answer larger than max_body: refused, not read further. */
+	bool oversize;
+	/* An error's body cut at K8S_MAX_STATUS: the answer is complete
+	 * enough for its message, though curl reports a write error. */
+	bool status_cut;
 	/* curl's text, then (k8s_perform) what it means: "DNS: ..." for a
 	 * name that did not resolve in time, the refusal explained. */
 	char errbuf[CURL_ERROR_SIZE + 256];
@@ -310,6 +376,12 @@ void k8s_xfer_explain(struct k8s_xfer *x);
 int k8s_request(struct k8s_client *c, const char *method, const char *path,
 		const json_t *body, const char *content_type, const char *accept, json_t **out,
 		np_error *err);
+/* The same with the bounds of its answer given (NULL: as k8s_request
+ * takes them: one object for a request that names one of the API's
+ * objects or writes one, else a list in one answer). */
+int k8s_request_as(struct k8s_client *c, const char *method, const char *path,
+		   const json_t *body, const char *content_type, const char *accept,
+		   const struct k8s_answer_limits *lim, json_t **out, np_error *err);
 
 /* api.c: k8s_list_pods and k8s_list_pods_paged with the Accept header's
  * value for each list request (NULL: K8S_ACCEPT_JSON); a metadata-only
@@ -390,6 +462,7 @@ struct k8s_watch_event {
 	json_t *ev;
 	json_t *object;
 	enum k8s_watch_type type; /* K8S_EVENT_TYPED */
+	bool oversize; /* malformed because its parse would take more than K8S_PARSE_MAX */
 	char why[160];
 };
 int k8s_watch_event_decode(const char *line, size_t len, struct k8s_watch_event *out);

@@ -105,7 +105,7 @@ static void excerpt(char *dst, size_t cap, const char *body, size_t len)
 int k8s_status_error(np_error *err, const char *method, const char *path, long http,
 		     const char *body, size_t body_len, const char *token_file)
 {
-	json_t *st = body ? json_loadb(body, body_len, JSON_ALLOW_NUL, NULL) : NULL;
+	json_t *st = body ? k8s_json_parse(body, body_len, K8S_PARSE_MAX, NULL, NULL) : NULL;
 	const char *reason = np_json_cstr(json_object_get(st, "reason"));
 	const char *message = np_json_cstr(json_object_get(st, "message"));
 	char raw[256] = "";

@@ -13,8 +13,6 @@
 #include "util/cleanup.h"
 #include "util/jsonread.h"
 
-#define K8S_MAX_LINE (16u << 20) /* one watch event */
-
 static const char *const type_names[] = {
 	[K8S_WATCH_ADDED] = "ADDED",	   [K8S_WATCH_MODIFIED] = "MODIFIED",
 	[K8S_WATCH_DELETED] = "DELETED",   [K8S_WATCH_BOOKMARK] = "BOOKMARK",
@@ -136,6 +134,7 @@ struct watch {
 	struct k8s_wbuf wb;     /* received, not yet delivered */
 	int can_pause;          /* -1: not known yet on this connection */
 	struct k8s_buf errbody; /* body of a non-200 answer */
+	struct k8s_xfer *x;     /* the current connection's transfer */
 	enum w_outcome outcome;
 	int cb_rc;
 	unsigned events; /* in the current connection */
@@ -193,7 +192,15 @@ int k8s_watch_event_decode(const char *line, size_t len, struct k8s_watch_event 
 {
 	json_error_t je;
 	memset(out, 0, sizeof(*out));
-	out->ev = json_loadb(line, len, JSON_ALLOW_NUL, &je);
+	out->ev = k8s_json_parse(line, len, K8S_PARSE_MAX, &je, &out->oversize);
+	if (out->oversize) {
+		char a[32], b[32];
+		snprintf(out->why, sizeof(out->why),
+			 "an event of %s would take more than %s of memory to parse",
+			 k8s_size_text(len, a, sizeof(a)),
+			 k8s_size_text(k8s_parse_budget(len, K8S_PARSE_MAX), b, sizeof(b)));
+		return K8S_EVENT_MALFORMED;
+	}
 	const char *type = np_json_cstr(json_object_get(out->ev, "type"));
 	out->object = json_object_get(out->ev, "object");
 	if (!out->ev || !type || !json_is_object(out->object)) {
@@ -219,7 +226,14 @@ static int watch_line(const char *line, size_t len, void *ud)
 	struct k8s_watch_event e;
 	switch (k8s_watch_event_decode(line, len, &e)) {
 	case K8S_EVENT_MALFORMED:
-		np_error_set(w->err, NP_EK8S, 0, "watch %s: malformed event: %s", w->path, e.why);
+		if (e.oversize)
+			np_error_set(w->err, NP_EK8S, 0,
+				     "watch %s: %s, which no object of the API does (that many values, "
+				     "that small): refused",
+				     w->path, e.why);
+		else
+			np_error_set(w->err, NP_EK8S, 0, "watch %s: malformed event: %s", w->path,
+				     e.why);
 		w->outcome = W_FATAL;
 		break;
 	case K8S_EVENT_ERROR:
@@ -262,9 +276,15 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud)
 	long http = 0;
 	curl_easy_getinfo(w->c->curl, CURLINFO_RESPONSE_CODE, &http);
 	if (http != 200) {
-		if (w->errbody.len < 65536)
-			k8s_buf_append(&w->errbody, p, n);
-		return n;
+		/* Enough for its message; then the transfer ends, the answer
+		 * taken as whole (k8s_perform, status_cut). */
+		size_t keep = w->errbody.len < K8S_MAX_STATUS ? K8S_MAX_STATUS - w->errbody.len : 0;
+		if (keep)
+			k8s_buf_append(&w->errbody, p, keep < n ? keep : n);
+		if (keep >= n)
+			return n;
+		w->x->status_cut = true;
+		return 0;
 	}
 	if (w->outcome != W_NONE)
 		return 0; /* ends the transfer: what is left is not needed */
@@ -290,8 +310,14 @@ static int watch_feed(const char *p, size_t n, void *ud)
 	struct watch *w = ud;
 	int rc = k8s_linebuf_feed(&w->lb, p, n, watch_line, w);
 	if (rc == K8S_LINEBUF_OVERFLOW || rc == K8S_LINEBUF_NOMEM) {
-		np_error_set(w->err, NP_EK8S, 0, "watch %s: %s", w->path,
-			     rc == K8S_LINEBUF_NOMEM ? "out of memory" : "event too large");
+		char a[32];
+		if (rc == K8S_LINEBUF_NOMEM)
+			np_error_set(w->err, NP_EK8S, 0, "watch %s: out of memory", w->path);
+		else
+			np_error_set(w->err, NP_EK8S, 0,
+				     "watch %s: an event larger than %s, the most one object can be: "
+				     "refused without reading the rest",
+				     w->path, k8s_size_text(w->lb.max_line, a, sizeof(a)));
 		w->outcome = W_FATAL;
 	}
 	return w->outcome != W_NONE;
@@ -448,8 +474,7 @@ static int after_connection(struct watch *w, struct k8s_xfer *x, int64_t elapsed
 		k8s_status_error(&tmp, "GET", w->path, x->http, w->errbody.data, w->errbody.len,
 				 c->cfg.token_file);
 		snprintf(w->last, sizeof(w->last), "%.400s", tmp.msg);
-		json_t *st = json_loadb(w->errbody.data ? w->errbody.data : "", w->errbody.len,
-					JSON_ALLOW_NUL, NULL);
+		json_t *st = k8s_json_parse(w->errbody.data, w->errbody.len, K8S_PARSE_MAX, NULL, NULL);
 		*delay = k8s_retry_after_ms(x->retry_after, st);
 		json_decref(st);
 		return 2;
@@ -483,6 +508,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 
 	struct k8s_xfer x = { .method = "GET", .accept = w.watch_accept, .write_fn = watch_write,
 			      .write_ud = &w };
+	w.x = &x;
 	unsigned failures = 0;
 	bool reauthed = false;
 	int rc = -1;

@@ -7,10 +7,10 @@ nothing here depends on this machine's network."""
 import json
 import os
 import pathlib
-import resource
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -97,17 +97,32 @@ def run_nicpick(nicpick_bin, tls, server, tmp_path, timeout=6):
             "--out-dir", str(out), "--api-server", server.url, "--ca-file", str(tls / "cert.pem"),
             "--token-file", str(tls / "token"), "--namespace", "train", "--pod-name", "job-w-0",
             "--expect", "2", "--timeout", str(timeout)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout + 30)
+    p, maxrss_kib = run_measured(argv, timeout + 30)
     elapsed = time.monotonic() - t0
-    maxrss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     server.close()
     errors = [l for l in p.stderr.splitlines() if "error:" in l]
     assert p.returncode == 5, f"exit {p.returncode}\n{p.stderr}"
     assert len(errors) == 1, p.stderr
     assert not out.exists() or os.listdir(out) == [], os.listdir(out)
-    return p, elapsed, (maxrss_kib if maxrss_kib > before else None)
+    return p, elapsed, maxrss_kib
+
+
+def run_measured(argv, timeout):
+    """Run argv; its result (returncode, stderr) and its own peak RSS in KiB
+    (wait4: this child's, not the largest of the test process's children)."""
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        proc.stderr = err.read().decode(errors="replace")
+    return proc, ru.ru_maxrss
 
 
 def header(status, length=None, extra=""):
@@ -142,11 +157,43 @@ def test_a_gib_body_is_cut_off_without_being_read_into_memory(nicpick_bin, tls, 
             s.send(conn, chunk)
     server = Hostile(tls, respond)
     p, elapsed, maxrss = run_nicpick(nicpick_bin, tls, server, tmp_path, timeout=20)
-    # The client's bound is 64 MiB a response (lib/k8s/http.c K8S_MAX_BODY);
+    # One object may be 4 MiB (lib/k8s/k8s_priv.h K8S_MAX_OBJECT); its
+    # Content-Length says this one will be more, so none of it is kept.
     # ASan's shadow memory and quarantine make RSS meaningless there.
     if not os.environ.get("NICPICK_SANITIZED"):
-        assert maxrss is None or maxrss < 160 * 1024, f"peak RSS {maxrss} KiB"
+        assert maxrss < 160 * 1024, f"peak RSS {maxrss} KiB"
     assert server.sent < GIB, "the whole GiB was read"
+    assert "larger than 4 MiB, the most one object can be" in p.stderr, p.stderr
+
+
+POD_HEAD = (b'{"kind":"Pod","apiVersion":"v1","metadata":{"name":"job-w-0","namespace":"train",'
+            b'"uid":"u1"},"x":[')
+
+
+@pytest.mark.parametrize("status,mib,said", [
+    # under the 4 MiB an object may be: refused by the parse's budget
+    ("200 OK", 3, "GET /api/v1/namespaces/train/pods/job-w-0: the answer, 3.0 MiB of JSON, "
+                  "would take more than 64 MiB of memory to parse"),
+    ("200 OK", 8, "GET /api/v1/namespaces/train/pods/job-w-0: the answer is larger than 4 MiB, "
+                  "the most one object can be"),
+    # an error's body: its first 64 KiB make its message, retried to the deadline
+    ("503 Service Unavailable", 8, "GET /api/v1/namespaces/train/pods/job-w-0: HTTP 503"),
+])
+def test_a_body_of_tiny_values_does_not_fill_memory(nicpick_bin, tls, tmp_path, status, mib, said):
+    """Valid JSON of tiny values, `[{},{},...]`: jansson makes each 3 bytes an
+    object of over 200, so that 3 MiB of it took nicpick to 480 MiB, 8 MiB to
+    1.27 GiB, and an 8 MiB 503 body to 640 MiB.  Now each kind of answer is
+    bounded in bytes and its parse in memory (lib/k8s/k8s_priv.h): exit 5, one
+    error line naming the request and the limit, and peak RSS near that of a
+    run that reads nothing."""
+    body = POD_HEAD + b"{}," * (((mib << 20) - len(POD_HEAD) - 16) // 3) + b"0]}"
+
+    def respond(s, conn):
+        s.send(conn, header(status, len(body)) + body)
+    p, elapsed, maxrss = run_nicpick(nicpick_bin, tls, Hostile(tls, respond), tmp_path, timeout=3)
+    assert said in p.stderr, p.stderr
+    if not os.environ.get("NICPICK_SANITIZED"):
+        assert maxrss < 128 * 1024, f"peak RSS {maxrss} KiB"
 
 
 def test_a_byte_a_second_ends_at_the_deadline(nicpick_bin, tls, tmp_path):
