@@ -153,9 +153,9 @@ def test_an_earlier_plain_layout_is_adopted(nicpick_bin, tmp_path):
     assert assert_one_set(out) != "old"
 
 
-def test_a_held_lock_is_waited_for_then_refused(nicpick_bin, tmp_path):
-    """A writer that never lets go of the lock (here: this test) is waited
-    for a bounded time, then refused with a line that names the lock."""
+def run_with_lock_held(nicpick_bin, tmp_path, *extra):
+    """nicpick while this test holds the out-dir's lock: (the run, seconds
+    it took); the lock is never let go, and nothing may be written."""
     import fcntl
     import time
     out = tmp_path / "out"
@@ -163,30 +163,27 @@ def test_a_held_lock_is_waited_for_then_refused(nicpick_bin, tmp_path):
     with open(out / ".nicpick.lock", "w") as lk:
         fcntl.flock(lk, fcntl.LOCK_EX)
         t0 = time.monotonic()
-        p = run(nicpick_bin, out)
+        p = subprocess.run(argv(nicpick_bin, out) + list(extra), capture_output=True, text=True,
+                           timeout=30)
         took = time.monotonic() - t0
     assert p.returncode == 1, p.stderr
+    assert documented(out) == set()
+    return p, took
+
+
+def test_a_held_lock_is_waited_for_then_refused(nicpick_bin, tmp_path):
+    """A writer that never lets go of the lock (here: this test) is waited
+    for a bounded time, then refused with a line that names the lock."""
+    p, took = run_with_lock_held(nicpick_bin, tmp_path)
     assert ".nicpick.lock" in p.stderr and "another nicpick" in p.stderr, p.stderr
     assert 9 < took < 15, took
-    assert documented(out) == set()
 
 
 def test_a_held_lock_is_waited_for_no_longer_than_timeout(nicpick_bin, tmp_path):
     """--timeout bounds every step, the wait for the lock too."""
-    import fcntl
-    import time
-    out = tmp_path / "out"
-    out.mkdir()
-    with open(out / ".nicpick.lock", "w") as lk:
-        fcntl.flock(lk, fcntl.LOCK_EX)
-        t0 = time.monotonic()
-        p = subprocess.run(argv(nicpick_bin, out) + ["--timeout", "2"], capture_output=True,
-                           text=True, timeout=30)
-        took = time.monotonic() - t0
-    assert p.returncode == 1, p.stderr
+    p, took = run_with_lock_held(nicpick_bin, tmp_path, "--timeout", "2")
     assert "another nicpick holds" in p.stderr and "the deadline came first" in p.stderr, p.stderr
     assert 1.5 < took < 5, took
-    assert documented(out) == set()
 
 
 def test_a_lock_file_another_user_made_does_not_refuse_the_run(nicpick_bin, tmp_path):
