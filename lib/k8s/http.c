@@ -53,6 +53,19 @@ const char *k8s_size_text(size_t n, char *buf, size_t len)
 	return buf;
 }
 
+size_t k8s_status_body_append(struct k8s_buf *b, const char *p, size_t n, bool *cut)
+{
+	size_t keep = b->len < K8S_MAX_STATUS ? K8S_MAX_STATUS - b->len : 0;
+	if (keep > n)
+		keep = n;
+	if (keep && k8s_buf_append(b, p, keep) < 0)
+		return 0;
+	if (keep == n)
+		return n;
+	*cut = true;
+	return 0;
+}
+
 /* The body of a transfer without write_fn: a 2xx answer up to max_body
  * (refused past it, or at once when its Content-Length says it will be),
  * any other up to K8S_MAX_STATUS (the rest is not needed for its message).
@@ -64,17 +77,8 @@ static size_t collect(char *p, size_t size, size_t nmemb, void *ud)
 	size_t n = size * nmemb;
 	long http = 0;
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &http);
-	if (http < 200 || http >= 300) {
-		size_t keep = b->len < K8S_MAX_STATUS ? K8S_MAX_STATUS - b->len : 0;
-		if (keep > n)
-			keep = n;
-		if (keep && k8s_buf_append(b, p, keep) < 0)
-			return 0;
-		if (keep == n)
-			return n;
-		x->status_cut = true;
-		return 0;
-	}
+	if (http < 200 || http >= 300)
+		return k8s_status_body_append(b, p, n, &x->status_cut);
 	size_t max = x->max_body ? x->max_body : K8S_MAX_OBJECT;
 	curl_off_t cl = -1;
 	/* Its Content-Length says it will be too large: refused before a

@@ -213,6 +213,11 @@ struct k8s_buf {
 	size_t len, cap;
 };
 int k8s_buf_append(struct k8s_buf *b, const char *p, size_t n);
+/* n more bytes of an answer that is not 2xx, kept up to K8S_MAX_STATUS
+ * (enough for its Status' message).  n when all were kept; 0 when the rest
+ * is not needed, with *cut set: the write callback returns 0 to end the
+ * transfer, and k8s_perform takes the answer as whole. */
+size_t k8s_status_body_append(struct k8s_buf *b, const char *p, size_t n, bool *cut);
 void k8s_buf_free(struct k8s_buf *b);
 
 /* What a process's clients share (k8s_client_new_like): TLS sessions, so

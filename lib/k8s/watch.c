@@ -275,17 +275,8 @@ static size_t watch_write(char *p, size_t size, size_t nmemb, void *ud)
 	size_t n = size * nmemb;
 	long http = 0;
 	curl_easy_getinfo(w->c->curl, CURLINFO_RESPONSE_CODE, &http);
-	if (http != 200) {
-		/* Enough for its message; then the transfer ends, the answer
-		 * taken as whole (k8s_perform, status_cut). */
-		size_t keep = w->errbody.len < K8S_MAX_STATUS ? K8S_MAX_STATUS - w->errbody.len : 0;
-		if (keep)
-			k8s_buf_append(&w->errbody, p, keep < n ? keep : n);
-		if (keep >= n)
-			return n;
-		w->x->status_cut = true;
-		return 0;
-	}
+	if (http != 200)
+		return k8s_status_body_append(&w->errbody, p, n, &w->x->status_cut);
 	if (w->outcome != W_NONE)
 		return 0; /* ends the transfer: what is left is not needed */
 	switch (k8s_wbuf_take(&w->wb, p, n, may_pause(w))) {
