@@ -91,13 +91,9 @@ bool select_smoke_info(const struct select_smoke_opts *o, const struct select_ct
  * symbolic link is not followed (outputs_remove_flat_dir). */
 static void remove_stale(const char *out_dir)
 {
-	int fd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	DIR *d = opendir(out_dir);
+	if (!d)
 		return;
-	}
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL)
 		if (strncmp(de->d_name, ".nicpick-smoke.", 15) == 0)
