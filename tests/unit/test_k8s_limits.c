@@ -400,42 +400,40 @@ static void answer_bomb(struct server *s, int conn, const char *line, int nth)
 	send_bomb(s, conn, "200 OK", 3u << 20);
 }
 
-static void test_an_object_larger_than_an_object_can_be_is_refused(void **state)
+/* The GET of the pod against a server that answers with `answer`:
+ * refused at the first answer (not retried), exit 5's status; the error. */
+static np_error get_pod_refused(void (*answer)(struct server *, int, const char *, int))
 {
-	void (*answers[])(struct server *, int, const char *, int) = { answer_5mib,
-								      answer_5mib_no_length };
-	for (size_t i = 0; i < 2; i++) {
-		struct server *s = server_start(answers[i]);
-		struct k8s_client *c = client_of(s);
-		json_t *pod = NULL;
-		np_error err = { 0 };
-		assert_int_equal(k8s_get_pod(c, "ns", "p", &pod, &err), -1);
-		assert_null(pod);
-		assert_int_equal(err.status, NP_EK8S);
-		assert_string_equal(err.msg, "GET /api/v1/namespaces/ns/pods/p: the answer is larger "
-					     "than 4 MiB, the most one object can be: refused without "
-					     "reading the rest");
-		assert_int_equal(s->requests, 1); /* not retried */
-		k8s_client_free(c);
-		server_stop(s);
-	}
-}
-
-static void test_an_object_that_amplifies_is_refused(void **state)
-{
-	struct server *s = server_start(answer_bomb);
+	struct server *s = server_start(answer);
 	struct k8s_client *c = client_of(s);
 	json_t *pod = NULL;
 	np_error err = { 0 };
 	assert_int_equal(k8s_get_pod(c, "ns", "p", &pod, &err), -1);
 	assert_null(pod);
 	assert_int_equal(err.status, NP_EK8S);
+	assert_int_equal(s->requests, 1); /* not retried */
+	k8s_client_free(c);
+	server_stop(s);
+	return err;
+}
+
+static void test_an_object_larger_than_an_object_can_be_is_refused(void **state)
+{
+	void (*answers[])(struct server *, int, const char *, int) = { answer_5mib,
+								      answer_5mib_no_length };
+	for (size_t i = 0; i < 2; i++)
+		assert_string_equal(get_pod_refused(answers[i]).msg,
+				    "GET /api/v1/namespaces/ns/pods/p: the answer is larger "
+				    "than 4 MiB, the most one object can be: refused without "
+				    "reading the rest");
+}
+
+static void test_an_object_that_amplifies_is_refused(void **state)
+{
+	np_error err = get_pod_refused(answer_bomb);
 	assert_non_null(strstr(err.msg, "GET /api/v1/namespaces/ns/pods/p: the answer, 3.0 MiB of "
 					"JSON, would take more than 64 MiB of memory to parse"));
 	assert_null(strchr(err.msg, '\n'));
-	assert_int_equal(s->requests, 1);
-	k8s_client_free(c);
-	server_stop(s);
 }
 
 /* A 503 whose body would amplify: only its first K8S_MAX_STATUS bytes are
