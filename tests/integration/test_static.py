@@ -357,6 +357,8 @@ def test_static_handshake_the_server_refuses_ends_the_run_at_once(net, pod_root)
     assert p.returncode == 5, p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert "refused the TLS handshake" in last and "retrying cannot change" in last, p.stderr
+    # libssl's texts are loaded (SSL_CTX_new) though libcrypto's are not.
+    assert "alert" in last and "reason(" not in last, p.stderr
     assert took < 5, f"{took:.1f} s: the handshake was retried\n{p.stderr}"
 
 
@@ -588,6 +590,23 @@ def client_key_and_cert(ca, ca_key, d, form):
                     "ec-sec1": "-----BEGIN EC PRIVATE KEY-----",
                     "ec-pkcs8": "-----BEGIN PRIVATE KEY-----"}[form], head
     return key, crt
+
+
+def test_static_status_says_in_words_why_a_client_certificate_cannot_be_used(net, pod_root):
+    """Only `status` reads a kubeconfig, so only it loads the texts of
+    libcrypto's errors (cmd/nicpick/main.c): a client certificate OpenSSL
+    cannot read is named in OpenSSL's words, not by its code alone."""
+    shutil.copy(net.ca_path, pod_root / "ca.crt")
+    (pod_root / "bad.crt").write_text("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n"
+                                      "-----END CERTIFICATE-----\n")
+    key, _ = client_key_and_cert(pathlib.Path(net.ca_path), pathlib.Path(net.ca_path).parent / "ca.key",
+                                 pod_root, "ec-sec1")
+    kc = status_kubeconfig(pod_root / "kc-bad", net.url, "/ca.crt", podnet.NAMESPACE,
+                           f"    client-certificate: /bad.crt\n    client-key: /{key.name}\n")
+    p = in_root(net.node, pod_root, "status", "job", env={"KUBECONFIG": f"/{kc.name}", "HOME": "/"})
+    assert p.returncode == 5, (p.stdout, p.stderr)
+    assert "could not load PEM client certificate" in p.stderr, p.stderr
+    assert " routines:" in p.stderr and "lib(" not in p.stderr and "reason(" not in p.stderr, p.stderr
 
 
 def test_static_verifies_each_kind_of_certificate_and_signs_with_each_kind_of_key(net_keys, pod_root):
