@@ -558,15 +558,37 @@ def test_static_kubeconfig_without_a_ca_trusts_the_systems_store_only(net, pod_r
     assert p.returncode == 5 and "SSL certificate problem" in p.stderr, p.stderr
 
 
-@pytest.fixture(params=["ec", "rsa", "rsa-pss"])
+@pytest.fixture(params=[("ec", "sha256"), ("rsa", "sha256"), ("rsa-pss", "sha256"),
+                        ("ec", "sha384"), ("rsa", "sha512")])
 def net_keys(request, netns, tmp_path, monkeypatch):
     """The API server with each kind of certificate a cluster's CA makes:
-    ECDSA P-256, RSA-2048 (kubeadm's) and RSA-2048 signed with RSASSA-PSS
-    (tools/kubeapi/tls.py, KUBEAPI_CERT_KEY)."""
-    monkeypatch.setenv("KUBEAPI_CERT_KEY", request.param)
+    ECDSA P-256, RSA-2048 (kubeadm's) and RSA-2048 signed with RSASSA-PSS,
+    signed with each digest Go's crypto/x509 signs with (tools/kubeapi/tls.py,
+    KUBEAPI_CERT_KEY and KUBEAPI_CERT_DIGEST)."""
+    monkeypatch.setenv("KUBEAPI_CERT_KEY", request.param[0])
+    monkeypatch.setenv("KUBEAPI_CERT_DIGEST", request.param[1])
     n = podnet.PodNet(netns, tmp_path).start()
     yield n
     n.close()
+
+
+@pytest.fixture
+def net_sha224(netns, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBEAPI_CERT_DIGEST", "sha224")
+    n = podnet.PodNet(netns, tmp_path).start()
+    yield n
+    n.close()
+
+
+def test_static_refuses_a_certificate_signed_with_a_digest_go_does_not_verify(net_sha224, pod_root):
+    """Like kubectl (Go's crypto/x509 verifies SHA-256, SHA-384 and SHA-512
+    signatures only), the release binary does not accept a server
+    certificate signed with SHA-224, and says so at once."""
+    net = net_sha224
+    install_sa(net, pod_root)
+    p = in_root(net.node, pod_root, *net.select_args(), "--timeout", "20")
+    assert p.returncode == 5, p.stderr
+    assert "SSL certificate problem: CA signature digest algorithm too weak" in p.stderr, p.stderr
 
 
 def client_key_and_cert(ca, ca_key, d, form):
@@ -611,7 +633,8 @@ def test_static_status_says_in_words_why_a_client_certificate_cannot_be_used(net
 
 def test_static_verifies_each_kind_of_certificate_and_signs_with_each_kind_of_key(net_keys, pod_root):
     """The release binary's OpenSSL, built without most of its algorithms
-    and started without the legacy cipher-name table (cmd/nicpick/main.c),
+    and started without the legacy cipher-name table and with only SHA-256,
+    SHA-384 and SHA-512 in its digest table (cmd/nicpick/main.c),
     verifies a server certificate of each kind (an RSASSA-PSS signature
     looks its digests up by NID: rsa_ameth.c) and signs the handshake with
     a client key of each form."""
@@ -622,9 +645,12 @@ def test_static_verifies_each_kind_of_certificate_and_signs_with_each_kind_of_ke
     ca = pathlib.Path(net.ca_path)
     sig = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", str(ca)], check=True,
                          capture_output=True, text=True, timeout=30).stdout
-    want = {"ec": "ecdsa-with-SHA256", "rsa": "sha256WithRSAEncryption",
+    digest = os.environ["KUBEAPI_CERT_DIGEST"]
+    want = {"ec": f"ecdsa-with-{digest.upper()}", "rsa": f"{digest}WithRSAEncryption",
             "rsa-pss": "rsassaPss"}[os.environ["KUBEAPI_CERT_KEY"]]
     assert f"Signature Algorithm: {want}" in sig, sig
+    if want == "rsassaPss":
+        assert f"Hash Algorithm: {digest}" in sig, sig
     shutil.copy(ca, pod_root / "ca.crt")
     for form in ("rsa-pkcs1", "ec-sec1", "ec-pkcs8"):
         key, crt = client_key_and_cert(ca, ca.parent / "ca.key", pod_root, form)

@@ -39,6 +39,12 @@ def ensure_certs(state_dir, sans):
         else ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     sig = ["-sigopt", "rsa_padding_mode:pss", "-sigopt", "rsa_pss_saltlen:digest"] \
         if kind == "rsa-pss" else []
+    # KUBEAPI_CERT_DIGEST: what the CA signs with, SHA-256 by default;
+    # sha384 and sha512 as Go's crypto/x509 also signs, sha224 as it does not.
+    digest = os.environ.get("KUBEAPI_CERT_DIGEST", "sha256")
+    if digest not in ("sha224", "sha256", "sha384", "sha512"):
+        raise ValueError(f"KUBEAPI_CERT_DIGEST={digest}: sha224, sha256, sha384 or sha512")
+    sig = [f"-{digest}", *sig]
     if not (os.path.exists(p("ca.crt")) and os.path.exists(p("ca.key"))):
         run("req", "-x509", *ec, *sig, "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "3650",
             "-subj", "/CN=nicpick-test-ca", "-addext", "basicConstraints=critical,CA:TRUE",
