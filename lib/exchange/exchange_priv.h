@@ -7,10 +7,6 @@
 #include "exchange/message.h"
 
 #define EX_SERVERS_MAX EXCHANGE_PARTS_MAX
-/* Every watch lists the pods in pages of this many (client-go's pager:
- * 500, tools/pager/pager.go defaultPageSize), so that no answer is a whole
- * job's list: each page is bounded by its limit (lib/k8s, k8s_page_max). */
-#define EX_LIST_PAGE 500
 #define EX_PROBE_WINDOW_MS 20000 /* how long a probe waits for its peer */
 
 struct probe_server;
@@ -56,7 +52,10 @@ struct ex {
 	bool leader;
 	struct agree_report mine;
 	char rv[64];
-	size_t list_page; /* > 0: the watch lists in pages of this many pods */
+	/* > 0: the watch lists in pages of this many pods (every watch:
+	 * K8S_LIST_PAGE), so that no answer is a whole job's list: each page
+	 * is bounded by its limit (lib/k8s, k8s_page_max). */
+	size_t list_page;
 	bool watch_meta;  /* the watch asks for the pods' metadata only */
 	bool stop;   /* the watch callback asked to act */
 	bool failed; /* ... or failed, with err */

@@ -308,7 +308,7 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	x->watch_meta = true;
 	/* Its list is of two pods or so; paged all the same, so that an
 	 * answer to it is bounded as a page is. */
-	x->list_page = EX_LIST_PAGE;
+	x->list_page = K8S_LIST_PAGE;
 	x->relisting = false;
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
 	free(sel);

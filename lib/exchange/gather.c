@@ -638,7 +638,7 @@ int ex_gather(struct ex *x, struct exchange_result *res, np_error *err)
 	if (!g)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	x->g = g;
-	x->list_page = GATHER_LIST_PAGE;
+	x->list_page = K8S_LIST_PAGE;
 	if (count_pods(x, err) < 0)
 		return -1;
 	gather_resume(x);

@@ -9,8 +9,6 @@
 #include "exchange/exchange_priv.h"
 
 #define PUBLISH_CONNS_MAX 8
-/* The gatherer lists the job's pods in pages of this many. */
-#define GATHER_LIST_PAGE EX_LIST_PAGE
 
 /* What the gatherer keeps of a pod's probe result (of this gatherer): a
  * trial per part (a rail of a probe round, a tied network of a measure

@@ -153,7 +153,7 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 	char lim[24], pages[48], *cont = NULL;
 	unsigned expired = 0;
 	int rc = 0;
-	size_t n = limit ? limit : 500;
+	size_t n = limit ? limit : K8S_LIST_PAGE;
 	if (rv)
 		*rv = NULL;
 	for (;;) {

@@ -20,7 +20,7 @@
 
 size_t k8s_page_max(size_t limit)
 {
-	size_t n = limit ? limit : 500;
+	size_t n = limit ? limit : K8S_LIST_PAGE;
 	if (n > K8S_MAX_LIST / K8S_MAX_LIST_ITEM)
 		return K8S_MAX_LIST;
 	n *= K8S_MAX_LIST_ITEM;

@@ -135,6 +135,12 @@ int k8s_get_pod(struct k8s_client *c, const char *ns, const char *name, json_t *
 		np_error *err);
 int k8s_patch_pod(struct k8s_client *c, const char *ns, const char *name,
 		  const json_t *patch, json_t **pod, np_error *err);
+/* The pods of one page of a list (limit), when the caller names no other:
+ * client-go's pager's (kubernetes/kubernetes@04791b49, staging/src/
+ * k8s.io/client-go/tools/pager/pager.go, defaultPageSize 500).  Every
+ * paged list of nicpick's asks for this many. */
+#define K8S_LIST_PAGE 500
+
 /* Selectors may be NULL; *list is the PodList (items + metadata.resourceVersion). */
 int k8s_list_pods(struct k8s_client *c, const char *ns, const char *label_selector,
 		  const char *field_selector, json_t **list, np_error *err);
@@ -195,8 +201,8 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 
 /* List pods page by page (limit/continue), as client-go's pager does
  * (kubernetes/kubernetes@04791b49, staging/src/k8s.io/client-go/tools/
- * pager/pager.go: defaultPageSize 500; continue requests carry no
- * resourceVersion).  page(list, ud) gets each PodList page (borrowed) and
+ * pager/pager.go; continue requests carry no resourceVersion), limit
+ * pods a page (0: K8S_LIST_PAGE).  page(list, ud) gets each PodList page (borrowed) and
  * returns 0 to go on, non-zero to stop (returned).  A 410 on an expired
  * continue token starts the list again from the first page, calling
  * restart(ud) first (the pages before it are void), after a short backoff:

@@ -158,8 +158,8 @@ int k8s_curl_load(np_error *err);
  * a bound (a real pod is 5-15 KB, tools/kubeapi/realism.py; nicpick's
  * annotations on it a few KB more, each at most 16 KiB,
  * EXCHANGE_MSG_MAX_BYTES), and never less than K8S_MAX_OBJECT (one
- * large pod) nor more than K8S_MAX_LIST (k8s_page_max).  500 pods, the
- * pages nicpick asks for: 31.25 MiB. */
+ * large pod) nor more than K8S_MAX_LIST (k8s_page_max).  K8S_LIST_PAGE
+ * (500) pods, the pages nicpick asks for: 31.25 MiB. */
 #define K8S_MAX_LIST_ITEM (64u << 10)
 /* A list in one answer, without a limit (nicpick status). */
 #define K8S_MAX_LIST (64u << 20)
@@ -179,7 +179,7 @@ struct k8s_answer_limits {
 	size_t max_parse; /* the parse's ceiling: K8S_PARSE_MAX, SIZE_MAX for none */
 	const char *what; /* "one object", "a page of 500 pods": for the error */
 };
-/* A page of `limit` pods (limit 0: 500). */
+/* A page of `limit` pods (limit 0: K8S_LIST_PAGE). */
 size_t k8s_page_max(size_t limit);
 /* What the parse of len bytes may allocate, at most max_parse. */
 size_t k8s_parse_budget(size_t len, size_t max_parse);
