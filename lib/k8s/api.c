@@ -125,7 +125,8 @@ int k8s_list_pods_as(struct k8s_client *c, const char *ns, const char *label_sel
 	    (field_selector && *field_selector &&
 	     k8s_query_add(&path, "fieldSelector", field_selector) < 0))
 		return nomem(err);
-	/* No limit: the whole list in one answer (nicpick status). */
+	/* No limit: the whole list in one answer (a watch without page_limit;
+	 * nicpick itself lists in pages). */
 	static const struct k8s_answer_limits al = { K8S_MAX_LIST, SIZE_MAX, "a list in one answer" };
 	if (k8s_request_as(c, "GET", path, NULL, NULL, accept, &al, list, err) < 0)
 		return -1;
@@ -201,9 +202,22 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 			rc = -1;
 			break;
 		}
-		if (!json_is_array(json_object_get(list, "items"))) {
+		json_t *items = json_object_get(list, "items");
+		if (!json_is_array(items)) {
 			json_decref(list);
 			rc = np_error_set(err, NP_EK8S, 0, "GET %s: response is not a list", path);
+			break;
+		}
+		/* The API returns at most limit items (a list without a
+		 * resourceVersion is served as asked); a page bounds its
+		 * consumer's work by that too, not only its bytes. */
+		if (json_array_size(items) > n) {
+			size_t got = json_array_size(items);
+			json_decref(list);
+			rc = np_error_set(err, NP_EK8S, 0,
+					  "GET %s: the answer has %zu pods, more than the %zu asked for: "
+					  "refused",
+					  path, got, n);
 			break;
 		}
 		json_t *md = json_object_get(list, "metadata");

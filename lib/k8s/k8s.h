@@ -212,7 +212,8 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
  * page's: every page of one list is served from its snapshot.  A page too
  * large to read or to parse (k8s_page_max, K8S_PARSE_MAX) is asked again,
  * and the rest of the list, for half as many pods; a page of one that is
- * still too large fails the list. */
+ * still too large fails the list, and so does a page of more pods than
+ * asked for. */
 int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_selector,
 			const char *field_selector, size_t limit, int (*page)(json_t *list, void *ud),
 			void (*restart)(void *ud), void *ud, char **rv, np_error *err);

@@ -161,7 +161,8 @@ int k8s_curl_load(np_error *err);
  * large pod) nor more than K8S_MAX_LIST (k8s_page_max).  K8S_LIST_PAGE
  * (500) pods, the pages nicpick asks for: 31.25 MiB. */
 #define K8S_MAX_LIST_ITEM (64u << 10)
-/* A list in one answer, without a limit (nicpick status). */
+/* A list in one answer, without a limit (k8s_list_pods; every list of
+ * nicpick's own is paged). */
 #define K8S_MAX_LIST (64u << 20)
 /* The parse of an answer of len bytes may allocate K8S_PARSE_FACTOR * len
  * + K8S_PARSE_SLACK, as malloc charges it (util/jsonmem.h), and never more

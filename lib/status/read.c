@@ -45,19 +45,41 @@ static int api_error(np_error *err)
 	return -1;
 }
 
+/* The pods of a list, gathered page by page. */
+struct pages {
+	json_t *items;
+	np_error *err;
+};
+
+static int add_page(json_t *list, void *ud)
+{
+	struct pages *p = ud;
+	if (json_array_extend(p->items, json_object_get(list, "items")) < 0)
+		return np_error_set(p->err, NP_EINTERNAL, 0, "out of memory");
+	return 0;
+}
+
+static void drop_pages(void *ud)
+{
+	json_array_clear(((struct pages *)ud)->items);
+}
+
+/* In pages, as every list of nicpick's: each answer, and what parsing it
+ * takes, is bounded by its limit (lib/k8s, k8s_page_max), whatever the
+ * job's size or the server's answer.  The view reads each pod's spec and
+ * status too: whole objects, not their metadata only. */
 static int list_pods(struct k8s_client *k, const char *ns, const char *sel, json_t **items,
 		     np_error *err)
 {
-	json_t *list = NULL;
-	if (k8s_list_pods(k, ns, sel, NULL, &list, err) < 0)
+	struct pages p = { .items = json_array(), .err = err };
+	if (!p.items)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	if (k8s_list_pods_paged(k, ns, sel, NULL, K8S_LIST_PAGE, add_page, drop_pages, &p, NULL,
+				err) < 0) {
+		json_decref(p.items);
 		return api_error(err);
-	*items = json_incref(json_object_get(list, "items"));
-	json_decref(list);
-	if (!json_is_array(*items)) {
-		json_decref(*items);
-		*items = NULL;
-		return np_error_set(err, NP_EK8S, 0, "the pod list in %s has no items", ns);
 	}
+	*items = p.items;
 	return 0;
 }
 
@@ -203,16 +225,9 @@ static int on_event(enum k8s_watch_type type, json_t *obj, void *ud)
 	struct follow *f = ud;
 	const char *name;
 	switch (type) {
-	case K8S_WATCH_RELIST: {
-		json_object_clear(f->pods);
-		size_t i;
-		json_t *p;
-		json_array_foreach(json_object_get(obj, "items"), i, p)
-			if ((name = json_string_value(json_object_get(json_object_get(p, "metadata"), "name"))))
-				json_object_set(f->pods, name, p);
-		break;
-	}
-	case K8S_WATCH_RELIST_BEGIN: /* only a paged watch sends it; this one is not */
+	case K8S_WATCH_RELIST: /* only a watch that lists in one answer sends it */
+		return 0;
+	case K8S_WATCH_RELIST_BEGIN: /* the pods follow as ADDED, page by page */
 		json_object_clear(f->pods);
 		f->relisting = true;
 		return 0;
@@ -257,7 +272,9 @@ int status_watch(struct k8s_client *k, const char *ns, const char *job, enum sta
 			    .cb = cb, .ud = ud, .err = err };
 	if (!f.pods)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	int ret = k8s_watch_pods(k, ns, sel, NULL, NULL, on_event, &f, err);
+	/* Its lists are paged as status_read's are. */
+	struct k8s_watch_opts wo = { .page_limit = K8S_LIST_PAGE };
+	int ret = k8s_watch_pods_opt(k, ns, sel, NULL, NULL, &wo, on_event, &f, err);
 	if (ret < 0 && !err->msg[0])
 		np_error_set(err, NP_EK8S, 0, "watching the pods of %s failed", job);
 	if (ret < 0)

@@ -109,10 +109,11 @@ def run_nicpick(nicpick_bin, tls, server, tmp_path, timeout=6):
 
 
 def run_measured(argv, timeout):
-    """Run argv; its result (returncode, stderr) and its own peak RSS in KiB
-    (wait4: this child's, not the largest of the test process's children)."""
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+    """Run argv; its result (returncode, stdout, stderr) and its own peak RSS
+    in KiB (wait4: this child's, not the largest of the test process's
+    children)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
@@ -120,6 +121,8 @@ def run_measured(argv, timeout):
         finally:
             timer.cancel()
         proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        proc.stdout = out.read().decode(errors="replace")
         err.seek(0)
         proc.stderr = err.read().decode(errors="replace")
     return proc, ru.ru_maxrss
@@ -220,3 +223,128 @@ def test_a_redirect_is_not_followed_and_the_token_stays(nicpick_bin, tls, tmp_pa
         elsewhere.close()
     assert server.requests and all(a == "Bearer tok-hostile" for _, a in server.requests)
     assert elsewhere.requests == [], elsewhere.requests
+
+
+# ---- nicpick status: the job's pods in pages, each bounded as select's ----
+
+def run_status(nicpick_bin, tls, server, tmp_path, *args, timeout=30):
+    """`nicpick status job --kind Job` against server through a kubeconfig;
+    (result, peak RSS in KiB, the paths of its pod lists, watches left out)."""
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: h
+  cluster:
+    server: {server.url}
+    certificate-authority: {tls / 'cert.pem'}
+contexts:
+- name: h
+  context: {{cluster: h, user: h, namespace: train}}
+current-context: h
+users:
+- name: h
+  user: {{token: tok-hostile}}
+""")
+    argv = [nicpick_bin, "status", "job", "--kind", "Job", "--kubeconfig", str(kc), "-o", "json",
+            "--request-timeout", "20", *args]
+    p, maxrss_kib = run_measured(argv, timeout)
+    server.close()
+    lists = [line.split()[1] for line, _ in server.requests
+             if line.split()[1].startswith("/api/v1/namespaces/train/pods?")
+             and "watch=1" not in line]
+    return p, maxrss_kib, lists
+
+
+def job_pod(i):
+    return {"metadata": {"name": f"job-{i}", "namespace": "train", "uid": f"u{i}",
+                         "labels": {"batch.kubernetes.io/job-name": "job",
+                                    "batch.kubernetes.io/job-completion-index": str(i)}},
+            "spec": {"nodeName": f"node-{i}", "initContainers": [{"name": "nicpick"}],
+                     "containers": [{"name": "main"}]},
+            "status": {"phase": "Pending"}}
+
+
+def test_status_reads_every_page_of_the_jobs_pods(nicpick_bin, tls, tmp_path):
+    """A job's pods in two pages: status asks with a limit and follows the
+    continue token, and shows the pods of both (one answer with every pod
+    would be read whole, as large as the job)."""
+    def respond(s, conn):
+        path = s.requests[-1][0].split()[1]
+        if "/events" in path:
+            body = {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": []}
+        else:
+            last = "continue=c1" in path
+            body = {"kind": "PodList", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "7", "continue": "" if last else "c1"},
+                    "items": [job_pod(1 if last else 0)]}
+        b = json.dumps(body).encode()
+        s.send(conn, header("200 OK", len(b)) + b)
+    p, _, lists = run_status(nicpick_bin, tls, Hostile(tls, respond), tmp_path)
+    assert lists and all("limit=500" in q for q in lists), lists
+    assert any("continue=c1" in q for q in lists), lists
+    view = json.loads(p.stdout)
+    assert [x["name"] for x in view["pods"]] == ["job-0", "job-1"], view
+
+
+def test_status_watch_lists_in_pages_too(nicpick_bin, tls, tmp_path):
+    """--watch lists the pods again before it watches (and after a 410):
+    in pages as well.  The watch itself is never answered: the deadline
+    ends the run."""
+    def respond(s, conn):
+        path = s.requests[-1][0].split()[1]
+        if "watch=1" in path:
+            while not s.stop:
+                time.sleep(0.1)
+            return
+        if "/events" in path:
+            body = {"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": []}
+        else:
+            body = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"},
+                    "items": [job_pod(0)]}
+        b = json.dumps(body).encode()
+        s.send(conn, header("200 OK", len(b)) + b)
+    server = Hostile(tls, respond)
+    p, _, lists = run_status(nicpick_bin, tls, server, tmp_path, "--watch", "--request-timeout",
+                             "3")
+    assert p.returncode == 5, f"exit {p.returncode}\n{p.stderr}"
+    assert any("watch=1" in line for line, _ in server.requests), server.requests
+    assert len(lists) >= 2 and all("limit=500" in q for q in lists), lists
+    first, _ = json.JSONDecoder().raw_decode(p.stdout)  # the views, one after the other
+    assert [x["name"] for x in first["pods"]] == ["job-0"], p.stdout
+
+
+LIST_HEAD = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":['
+SMALL_POD = b'{"metadata":{"name":"job-x","annotations":{"a":"' + b"x" * 100 + b'"}}}'
+
+
+@pytest.mark.parametrize("item,mib,said", [
+    # parsed, each `{}` an object of 200 bytes: over the budget of every
+    # page, down to a page of one pod
+    (b"{}", 3, "?limit=1&labelSelector=batch.kubernetes.io%2Fjob-name%3Djob: the answer, "
+               "3.0 MiB of JSON, would take more than 64 MiB of memory to parse"),
+    # 41,000 small pods, parsed within the budget, where 500 were asked for
+    # (status' view of each pod took 10 KB more: 400 MiB)
+    (SMALL_POD, 6, "?limit=500&labelSelector=batch.kubernetes.io%2Fjob-name%3Djob: the answer "
+                   "has 41120 pods, more than the 500 asked for: refused"),
+])
+def test_status_refuses_a_list_that_would_fill_memory(nicpick_bin, tls, tmp_path, item, mib, said):
+    """A server that ignores the limit and answers the pod list with MiB of
+    values.  Read whole (up to 64 MiB) and parsed with no ceiling on its
+    budget, the second took status to 400 MiB.  Its pages are bounded as
+    select's are (lib/k8s: bytes, the parse's budget, the pods asked for):
+    one error line, exit 5, and peak RSS near that of a run that reads
+    nothing."""
+    n = ((mib << 20) - len(LIST_HEAD) - 16) // (len(item) + 1)
+    body = LIST_HEAD + (item + b",") * (n - 1) + item + b"]}"
+
+    def respond(s, conn):
+        s.send(conn, header("200 OK", len(body)) + body)
+    p, maxrss, lists = run_status(nicpick_bin, tls, Hostile(tls, respond), tmp_path)
+    assert lists and all("limit=" in q for q in lists), lists
+    assert p.returncode == 5, f"exit {p.returncode}\n{p.stderr}"
+    errors = [l for l in p.stderr.splitlines() if "error:" in l]
+    assert len(errors) == 1, p.stderr
+    assert said in errors[0], errors[0]
+    if not os.environ.get("NICPICK_SANITIZED"):
+        assert maxrss < 128 * 1024, f"peak RSS {maxrss} KiB"

@@ -469,6 +469,21 @@ static int query_int(const char *line, const char *key)
 	return p ? atoi(p + strlen(key)) : -1;
 }
 
+/* A PodList page of n real pods, with that continue token ("": the last). */
+static void send_pods(struct server *s, int conn, int n, const char *cont)
+{
+	json_t *items = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(items, real_pod(i));
+	size_t len;
+	char *b = dump(json_pack("{s:s,s:{s:s,s:s},s:o}", "kind", "PodList", "metadata",
+				 "resourceVersion", "7", "continue", cont, "items", items),
+		       &len);
+	head(s, conn, "200 OK", len);
+	put(s, conn, b, len);
+	free(b);
+}
+
 /* limit=500: too large to parse; 250: too large by its Content-Length;
  * 125: a page of pods, continued, and the rest at 125. */
 static void answer_pages(struct server *s, int conn, const char *line, int nth)
@@ -484,17 +499,7 @@ static void answer_pages(struct server *s, int conn, const char *line, int nth)
 		for (size_t i = 0; i < (20u << 20) / sizeof(sp); i++)
 			put(s, conn, sp, sizeof(sp));
 	} else {
-		json_t *items = json_array();
-		for (int i = 0; i < 3; i++)
-			json_array_append_new(items, real_pod(i));
-		size_t len;
-		char *b = dump(json_pack("{s:s,s:{s:s,s:s},s:o}", "kind", "PodList", "metadata",
-					 "resourceVersion", "7", "continue", cont ? "" : "c1", "items",
-					 items),
-			       &len);
-		head(s, conn, "200 OK", len);
-		put(s, conn, b, len);
-		free(b);
+		send_pods(s, conn, 3, cont ? "" : "c1");
 	}
 }
 
@@ -502,6 +507,14 @@ static int count_page(json_t *list, void *ud)
 {
 	*(size_t *)ud += json_array_size(json_object_get(list, "items"));
 	return 0;
+}
+
+/* The pods of namespace ns, limit a page, counted into *items (from 0). */
+static int list_counted(struct k8s_client *c, size_t limit, size_t *items, np_error *err)
+{
+	*items = 0;
+	*err = (np_error){ 0 };
+	return k8s_list_pods_paged(c, "ns", NULL, NULL, limit, count_page, NULL, items, NULL, err);
 }
 
 static void test_a_page_too_large_is_asked_again_for_half_as_many(void **state)
@@ -535,11 +548,9 @@ static void test_a_page_of_one_pod_too_large_is_an_error(void **state)
 {
 	struct server *s = server_start(answer_bomb_pages);
 	struct k8s_client *c = client_of(s);
-	np_error err = { 0 };
-	size_t items = 0;
-	assert_int_equal(k8s_list_pods_paged(c, "ns", NULL, NULL, 500, count_page, NULL, &items, NULL,
-					     &err),
-			 -1);
+	np_error err;
+	size_t items;
+	assert_int_equal(list_counted(c, 500, &items, &err), -1);
 	assert_int_equal(err.status, NP_EK8S);
 	assert_non_null(strstr(err.msg, "?limit=1: the answer"));
 	assert_non_null(strstr(err.msg, "would take more than 64 MiB of memory to parse"));
@@ -548,6 +559,31 @@ static void test_a_page_of_one_pod_too_large_is_an_error(void **state)
 	for (int i = 0; i < 9; i++)
 		assert_int_equal(query_int(s->lines[i], "limit="), want[i]);
 	assert_int_equal(items, 0);
+	k8s_client_free(c);
+	server_stop(s);
+}
+
+/* Whatever the limit, three pods: a server that does not page. */
+static void answer_three_pods(struct server *s, int conn, const char *line, int nth)
+{
+	send_pods(s, conn, 3, "");
+}
+
+static void test_a_page_of_more_pods_than_asked_is_an_error(void **state)
+{
+	struct server *s = server_start(answer_three_pods);
+	struct k8s_client *c = client_of(s);
+	np_error err;
+	size_t items;
+	assert_int_equal(list_counted(c, 2, &items, &err), -1);
+	assert_int_equal(err.status, NP_EK8S);
+	assert_non_null(strstr(err.msg, "?limit=2: the answer has 3 pods, more than the 2 asked for"));
+	assert_int_equal(s->requests, 1);
+	assert_int_equal(items, 0);
+	/* as many as asked: the page is taken */
+	if (list_counted(c, 3, &items, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(items, 3);
 	k8s_client_free(c);
 	server_stop(s);
 }
@@ -595,6 +631,7 @@ int main(void)
 		cmocka_unit_test(test_an_error_body_is_read_only_as_far_as_its_message),
 		cmocka_unit_test(test_a_page_too_large_is_asked_again_for_half_as_many),
 		cmocka_unit_test(test_a_page_of_one_pod_too_large_is_an_error),
+		cmocka_unit_test(test_a_page_of_more_pods_than_asked_is_an_error),
 		cmocka_unit_test(test_a_watch_reads_an_error_body_only_as_far_as_its_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
