@@ -5,8 +5,10 @@
 #define NP_OUTPUTS_H
 
 #include <jansson.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/err.h"
 
@@ -69,9 +71,40 @@ int outputs_render_conf(const struct outputs_env *env, char **out, np_error *err
 /* decision.json: pretty-printed, keys in insertion order, trailing newline. */
 char *outputs_render_json(const json_t *decision);
 
+/* The out-dir and the directories in it: 0755 whatever the umask (the
+ * training container may run as another user). */
+#define OUTPUTS_DIR_MODE 0755
+
+/* The directories a run made for its out-dir (outputs_mkdir_p,
+ * outputs_made_add), so that a run that fails can take them back
+ * (outputs_unmake) instead of leaving an empty out-dir, as if a result
+ * were on its way.  Each is a prefix of path, outermost first, with its
+ * identity: what is found there later must be the same directory. */
+#define OUTPUTS_MADE_MAX 16
+struct outputs_made {
+	char path[PATH_MAX]; /* the longest recorded */
+	size_t n;
+	struct outputs_made_dir {
+		size_t len; /* path[0..len) */
+		dev_t dev;
+		ino_t ino;
+	} dir[OUTPUTS_MADE_MAX];
+};
+
 /* mkdir -p: every missing component of dir, mode 0755 whatever the umask
- * (the training container may run as another user). */
-int outputs_mkdir_p(const char *dir, np_error *err);
+ * (the training container may run as another user); those it made are
+ * added to made (may be NULL). */
+int outputs_mkdir_p(const char *dir, struct outputs_made *made, np_error *err);
+/* Record path, a directory this run has just made (made may be NULL).  One
+ * that is not below the last one recorded, or past OUTPUTS_MADE_MAX, is
+ * not recorded: it stays. */
+void outputs_made_add(struct outputs_made *made, const char *path);
+/* Remove what made records, innermost first, each only while it is empty
+ * and still the directory that was made; a directory with anything in it
+ * stays, and so do those above it.  Nothing is followed: the directory
+ * above the outermost is opened by its path (the user's, which existed),
+ * each one below by its name with O_NOFOLLOW.  Best effort. */
+void outputs_unmake(const struct outputs_made *made);
 /* Remove NAME (relative to the directory dfd, or a path with AT_FDCWD), a
  * directory of files that nicpick made: its entries, then itself.  A NAME
  * that is a symbolic link, or not a directory, is left alone, and nothing

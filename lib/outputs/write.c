@@ -42,7 +42,6 @@
 #include "util/testhook.h"
 
 #define OUT_FILE_MODE 0644
-#define OUT_DIR_MODE 0755
 #define LOCK_NAME ".nicpick.lock"
 #define CURRENT "current"
 #define CURRENT_TMP ".current.new"
@@ -68,37 +67,6 @@ static int join(char *buf, size_t size, const char *dir, const char *name, np_er
 {
 	if (np_path_join(buf, size, dir, name) < 0)
 		return np_error_set(err, NP_EINTERNAL, ENAMETOOLONG, "cannot write %s/%s", dir, name);
-	return 0;
-}
-
-int outputs_mkdir_p(const char *dir, np_error *err)
-{
-	char buf[PATH_MAX];
-	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
-		return np_error_set(err, NP_EINTERNAL, ENAMETOOLONG, "cannot create directory %s", dir);
-	for (char *p = buf + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char saved = *p;
-		*p = '\0';
-		/* Created ones get 0755 whatever the umask: the training
-		 * container may run as another user. */
-		if (mkdir(buf, OUT_DIR_MODE) == 0) {
-			if (chmod(buf, OUT_DIR_MODE) < 0)
-				return np_error_set(err, NP_EINTERNAL, errno,
-						    "cannot create directory %s", buf);
-		} else if (errno != EEXIST) {
-			return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s", buf);
-		}
-		*p = saved;
-		if (!saved)
-			break;
-	}
-	struct stat st;
-	if (stat(dir, &st) < 0)
-		return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s", dir);
-	if (!S_ISDIR(st.st_mode))
-		return np_error_set(err, NP_EINTERNAL, ENOTDIR, "cannot create directory %s", dir);
 	return 0;
 }
 
@@ -234,10 +202,10 @@ static int current_set(int dfd, const char *dir, char *buf, size_t size, np_erro
 static int write_set(int dfd, const char *dir, const char *set, const struct out_file *files,
 		     np_error *err)
 {
-	if (mkdirat(dfd, set, OUT_DIR_MODE) < 0)
+	if (mkdirat(dfd, set, OUTPUTS_DIR_MODE) < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s/%s", dir, set);
 	cleanup_close int sfd = openat(dfd, set, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0 || fchmod(sfd, OUT_DIR_MODE) < 0)
+	if (sfd < 0 || fchmod(sfd, OUTPUTS_DIR_MODE) < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s/%s", dir, set);
 	for (size_t i = 0; i < N_SET; i++) {
 		int fd = openat(sfd, files[i].name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
@@ -273,7 +241,7 @@ static int adopt_flat(int dfd, const char *dir, bool *flat, np_error *err)
 	if (!*flat)
 		return 0;
 	outputs_remove_flat_dir(dfd, set);
-	if (mkdirat(dfd, set, OUT_DIR_MODE) < 0)
+	if (mkdirat(dfd, set, OUTPUTS_DIR_MODE) < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot create directory %s/%s", dir, set);
 	cleanup_close int sfd = openat(dfd, set, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)
@@ -412,7 +380,7 @@ int outputs_write(const char *dir, const struct outputs_env *env, const json_t *
 	if (outputs_render_conf(&e, &conf_text, err) < 0)
 		return -1;
 
-	if (outputs_mkdir_p(dir, err) < 0)
+	if (outputs_mkdir_p(dir, NULL, err) < 0)
 		return -1;
 	struct out_file files[N_SET] = {
 		{ .name = set_names[0], .data = env_text, .len = strlen(env_text) },

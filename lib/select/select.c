@@ -137,6 +137,10 @@ struct run {
 	char hca[512];
 	struct outputs_choice choice;
 	struct outputs_env env;
+	/* The steps that write into the out-dir (smoke, tune) run in o->ctx
+	 * with made: what they made of it goes if the run fails. */
+	struct select_ctx cx;
+	struct outputs_made made;
 };
 
 /* The exchange's options: the stage's own, the run's context, and the
@@ -380,7 +384,7 @@ static int smoke(struct run *x, np_error *err)
 	x->plan.ifname = x->n_rails > 1 ? x->rail_list : r->nics.v[r->chosen].name;
 	x->plan.ib_hca = x->choice.ib_hca;
 	x->plan.here = x->here;
-	int ret = select_smoke(&x->o->smoke, &x->o->ctx, x->o->out_dir, &x->plan, &x->env, &r->smoke,
+	int ret = select_smoke(&x->o->smoke, &x->cx, x->o->out_dir, &x->plan, &x->env, &r->smoke,
 			       err);
 	if (r->smoke.status != SMOKE_SKIPPED) {
 		char line[NP_ERR_MSG_MAX + 64];
@@ -395,7 +399,7 @@ static int smoke(struct run *x, np_error *err)
 static int tune(struct run *x, np_error *err)
 {
 	struct select_result *r = x->r;
-	if (select_tune_run(&x->o->tune, &x->o->smoke, &x->o->ctx, x->o->out_dir, &x->plan, &x->env,
+	if (select_tune_run(&x->o->tune, &x->o->smoke, &x->cx, x->o->out_dir, &x->plan, &x->env,
 			    &r->smoke, &r->tune, err) < 0)
 		return -1;
 	if (r->tune.status != SELECT_TUNE_NOT_RUN) {
@@ -578,8 +582,14 @@ static int run(struct run *x, np_error *err)
 
 int select_run(const struct select_opts *o, struct select_result *r, np_error *err)
 {
-	struct run x = { .o = o, .r = r };
+	struct run x = { .o = o, .r = r, .cx = o->ctx };
+	x.cx.made = &x.made;
 	int ret = run(&x, err);
+	/* A failed run leaves no out-dir of its own making behind, empty as
+	 * if a result were on its way (one that holds NCCL's log for
+	 * --nccl-debug stays). */
+	if (ret < 0)
+		outputs_unmake(&x.made);
 	if (ret == 0 && r->agreed) {
 		char msg[1536 + AGREE_VERSIONS_TEXT_MAX + sizeof(r->ex.probe_warning)];
 		selected_text(&x, msg, sizeof(msg));

@@ -28,6 +28,10 @@ struct select_ctx {
 	const volatile sig_atomic_t *cancel;
 	void (*log)(void *ud, enum exchange_log_level level, const char *msg); /* may be NULL */
 	void *log_ud;
+	/* The directories the run made for the out-dir, taken back if it
+	 * fails (lib/outputs, outputs_unmake); NULL: not recorded.
+	 * select_run records into its own. */
+	struct outputs_made *made;
 };
 
 /* --smoke, parsed once in cmd/. */

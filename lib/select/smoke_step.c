@@ -329,11 +329,13 @@ int select_smoke(const struct select_smoke_opts *o, const struct select_ctx *cx,
 	 * private one removed afterwards.  Never /tmp: a restricted pod's
 	 * root file system is read-only, the out-dir is its emptyDir. */
 	char log_dir[SMOKE_PATH_MAX];
-	if (outputs_mkdir_p(out_dir, err) < 0)
+	if (outputs_mkdir_p(out_dir, cx->made, err) < 0)
 		return -1;
 	if (o->nccl_debug) {
 		snprintf(log_dir, sizeof(log_dir), "%s/nccl-debug", out_dir);
-		if (mkdir(log_dir, 0755) < 0 && errno != EEXIST)
+		if (mkdir(log_dir, 0755) == 0)
+			outputs_made_add(cx->made, log_dir);
+		else if (errno != EEXIST)
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot create %s", log_dir);
 		if (remove_logs(log_dir, err) < 0)
 			return -1;

@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import stat
 import subprocess
 import time
@@ -581,6 +582,58 @@ def test_failed_smoke_in_select_leaves_no_outputs(nicpick, node, out_dir, gpu_en
                "auto", "--smoke-bytes", "64K")
     assert p.returncode == 6, p.stderr
     assert os.listdir(out_dir) == []
+
+
+@pytest.mark.parametrize("mode,extra,kept", [
+    # the all-reduce fails
+    ("wrong-sums", (), None),
+    # it cannot run here: NCCL wrote no log into OUT/nccl-debug either
+    ("nogpu", ("--nccl-debug",), None),
+    # NCCL's log is what --nccl-debug keeps: the out-dir stays for it
+    ("wrong-sums", ("--nccl-debug",), ["nccl-debug"]),
+])
+def test_a_failed_run_removes_the_out_dir_it_made(nicpick, node, tmp_path, gpu_env, mode, extra,
+                                                  kept):
+    # The smoke step makes the out-dir (and its missing parents) to keep
+    # its log there; a run that fails must not leave them behind, empty, as
+    # if a result were on its way.  The user's directory above them stays.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    out = mine / "a" / "out"
+    p = select(nicpick, node, out, dict(gpu_env, FAKEGPU_MODE=mode), "--smoke", "required",
+               "--smoke-bytes", "64K", *extra)
+    assert p.returncode == 6, p.stderr
+    if kept:
+        assert sorted(os.listdir(out)) == kept
+        assert any(f.startswith("nccl-debug.") for f in os.listdir(out / "nccl-debug"))
+    else:
+        assert os.listdir(mine) == [], "a failed run left the directories it made"
+
+
+def test_a_run_stopped_during_the_smoke_test_removes_the_out_dir_it_made(nicpick_bin, node,
+                                                                        tmp_path, gpu_env):
+    # A pod deleted while its smoke test runs: SIGTERM, after the out-dir
+    # was made and before any output was written.
+    out = tmp_path / "new" / "out"
+    p = subprocess.Popen(["ip", "netns", "exec", node.name, nicpick_bin, "select", "--peers",
+                          "none", "--out-dir", str(out), "--smoke", "required", "--smoke-timeout",
+                          "60"],
+                         env=dict(gpu_env, FAKEGPU_MODE="hang-init"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        while not (out.is_dir() and any(f.startswith(".nicpick-smoke.") for f in os.listdir(out))):
+            assert p.poll() is None and time.monotonic() - t0 < 20, "the smoke step never began"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert "stopped by SIGTERM" in err, err
+    assert not (tmp_path / "new").exists(), os.listdir(tmp_path / "new")
 
 
 def test_nccl_debug_keeps_the_log_and_makes_training_log_too(nicpick, node, out_dir, gpu_env):

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -690,6 +691,88 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	free(text);
 }
 
+/* DIR/a/b/out made for a run: taken back, and only what was made. */
+static void make_out(const char *dir, char *out, size_t len, struct outputs_made *made)
+{
+	snprintf(out, len, "%s/a/b/out", dir);
+	memset(made, 0, sizeof(*made));
+	np_error err = { 0 };
+	assert_int_equal(outputs_mkdir_p(out, made, &err), 0);
+	assert_int_equal(made->n, 3);
+}
+
+static bool exists(const char *dir, const char *rel)
+{
+	char p[512];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	return lstat(p, &st) == 0;
+}
+
+static void test_unmake_takes_back_what_the_run_made(void **state)
+{
+	const char *dir = *state;
+	char out[512], p[512];
+	struct outputs_made made;
+	make_out(dir, out, sizeof(out), &made);
+	/* and its --nccl-debug directory */
+	snprintf(p, sizeof(p), "%s/nccl-debug", out);
+	assert_int_equal(mkdir(p, 0755), 0);
+	outputs_made_add(&made, p);
+	assert_int_equal(made.n, 4);
+	/* one not below the last is not recorded: it stays */
+	snprintf(p, sizeof(p), "%s/elsewhere", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	outputs_made_add(&made, p);
+	assert_int_equal(made.n, 4);
+	outputs_unmake(&made);
+	assert_false(exists(dir, "a"));
+	assert_true(exists(dir, "elsewhere"));
+	/* what was there before stays: DIR itself, and an out-dir that was */
+	assert_true(exists(dir, "."));
+	snprintf(out, sizeof(out), "%s/mine", dir);
+	assert_int_equal(mkdir(out, 0755), 0);
+	memset(&made, 0, sizeof(made));
+	np_error err = { 0 };
+	assert_int_equal(outputs_mkdir_p(out, &made, &err), 0);
+	assert_int_equal(made.n, 0);
+	outputs_unmake(&made);
+	assert_true(exists(dir, "mine"));
+}
+
+static void test_unmake_leaves_what_is_not_empty_and_what_was_replaced(void **state)
+{
+	const char *dir = *state;
+	char out[512], p[512], q[512];
+	struct outputs_made made;
+	/* a file in the out-dir: it and every directory above it stay */
+	make_out(dir, out, sizeof(out), &made);
+	snprintf(p, sizeof(p), "%s/nccl.env", out);
+	close(open(p, O_WRONLY | O_CREAT, 0644));
+	outputs_unmake(&made);
+	assert_true(exists(dir, "a/b/out/nccl.env"));
+	/* another directory where one was made (made while that one was
+	 * there: another inode): it stays, so do those above it */
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(rmdir(out), 0);
+	snprintf(p, sizeof(p), "%s/a/other", dir);
+	snprintf(q, sizeof(q), "%s/a/b", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(rmdir(q), 0);
+	assert_int_equal(rename(p, q), 0);
+	outputs_unmake(&made);
+	assert_true(exists(dir, "a/b"));
+	/* a link in place of a made directory, to an empty one elsewhere:
+	 * neither is removed, nor is anything followed out of DIR */
+	assert_int_equal(rmdir(q), 0);
+	snprintf(p, sizeof(p), "%s/victim", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(symlink(p, q), 0);
+	outputs_unmake(&made);
+	assert_true(exists(dir, "victim"));
+	assert_true(exists(dir, "a/b"));
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_tmpdir, teardown_tmpdir)
 
 int main(void)
@@ -708,6 +791,8 @@ int main(void)
 		T(test_write_replaces_a_set_a_crash_left_unwritten),
 		T(test_write_under_regular_file_fails_cleanly),
 		T(test_failed_write_leaves_old_files_and_no_temps),
+		T(test_unmake_takes_back_what_the_run_made),
+		T(test_unmake_leaves_what_is_not_empty_and_what_was_replaced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
