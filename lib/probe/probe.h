@@ -17,6 +17,7 @@
 
 #include "util/err.h"
 #include "util/prefix.h"
+#include "util/wait.h"
 
 #define PROBE_DEFAULT_PORT 29417
 #define PROBE_ADDR_MAX 64
@@ -112,6 +113,18 @@ int probe_retry_ms(int attempt);
  * verdict), -1 on an internal error. */
 int probe_peer(const char *self_addr, const char *peer_addr, int port, const char *token,
 	       int64_t deadline_ms, long throughput_bytes, struct probe_result *res, np_error *err);
+
+/* The same probe, driven without ever blocking, so that its caller can
+ * wait for other things meanwhile (a follower reads its watch while it
+ * probes): probe_op_step goes as far as it can now and says in *w what
+ * it waits for next; call it again when that is ready or due.  It returns
+ * 1 when the probe is over, with res as probe_peer fills it.  Free it at
+ * any time: its connection is closed. */
+struct probe_op;
+int probe_op_start(const char *self_addr, const char *peer_addr, int port, const char *token,
+		   int64_t deadline_ms, long throughput_bytes, struct probe_op **out, np_error *err);
+int probe_op_step(struct probe_op *op, struct np_wait *w, struct probe_result *res);
+void probe_op_free(struct probe_op *op);
 
 /* The interface the kernel routes peer_addr through (RTM_GETROUTE). */
 int probe_route_dev(const char *peer_addr, char *ifname, size_t len, np_error *err);

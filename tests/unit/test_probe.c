@@ -85,6 +85,38 @@ static void probe_gives_up_at_the_deadline_when_nobody_listens(void **state)
 	assert_true(took < 2000);
 }
 
+/* A peer that takes the connection and never answers: each step returns
+ * at once, saying what it waits for, and the probe stops when freed. */
+static void probe_steps_never_block_on_a_silent_peer(void **state)
+{
+	np_error err = { 0 };
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(l, 4), 0); /* the kernel accepts; nobody answers */
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+	struct probe_op *op = NULL;
+	int64_t t0 = np_now_ms();
+	assert_int_equal(probe_op_start("127.0.0.1", "127.0.0.1", ntohs(sa.sin_port), TOKEN, t0 + 10000, 0, &op,
+				       &err), 0);
+	struct probe_result res;
+	struct np_wait w;
+	for (int i = 0; i < 5; i++) {
+		int64_t s0 = np_now_ms();
+		assert_int_equal(probe_op_step(op, &w, &res), 0);
+		assert_true(np_now_ms() - s0 < 50);
+		np_wait_block(&w, 100);
+	}
+	/* connected, the hello sent: it waits for the answer, until the deadline */
+	assert_true(w.fd >= 0);
+	assert_int_equal(w.events, POLLIN);
+	assert_int_equal(w.until_ms, t0 + 10000);
+	probe_op_free(op);
+	assert_true(np_now_ms() - t0 < 1000);
+	close(l);
+}
+
 static void probe_measures_throughput_when_asked(void **state)
 {
 	np_error err = { 0 };
@@ -568,6 +600,7 @@ int main(void)
 		cmocka_unit_test(probe_reports_the_source_address_the_peer_saw),
 		cmocka_unit_test(probe_flags_a_published_address_the_peer_did_not_see),
 		cmocka_unit_test(probe_gives_up_at_the_deadline_when_nobody_listens),
+		cmocka_unit_test(probe_steps_never_block_on_a_silent_peer),
 		cmocka_unit_test(probe_measures_throughput_when_asked),
 		cmocka_unit_test(route_to_loopback_leaves_through_lo),
 		cmocka_unit_test(server_refuses_an_address_it_cannot_bind),
