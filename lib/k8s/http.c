@@ -106,6 +106,7 @@ void k8s_xfer_reset(struct k8s_xfer *x)
 	x->oversize = false;
 	x->status_cut = false;
 	x->errbuf[0] = '\0';
+	np_wait_none(&x->pump_wait);
 }
 
 static void account(struct k8s_client *c)
@@ -206,7 +207,17 @@ static CURLcode drive(struct k8s_client *c, struct k8s_xfer *x, long timeout_ms)
 		long wait = K8S_DRIVE_SLICE_MS;
 		if (c->tick && c->next_tick - now < wait)
 			wait = c->next_tick - now > 0 ? (long)(c->next_tick - now) : 0;
-		curl_multi_poll(m, NULL, 0, (int)wait, NULL);
+		/* ... and for what the pump waits for besides (a watch's side work) */
+		const struct np_wait *pw = &x->pump_wait;
+		struct curl_waitfd extra = {
+			.fd = pw->fd,
+			.events = (short)((pw->events & POLLIN ? CURL_WAIT_POLLIN : 0) |
+					  (pw->events & POLLOUT ? CURL_WAIT_POLLOUT : 0)),
+		};
+		unsigned n_extra = x->pump && pw->fd >= 0;
+		if (x->pump)
+			wait = np_wait_ms(pw, wait);
+		curl_multi_poll(m, n_extra ? &extra : NULL, n_extra, (int)wait, NULL);
 	}
 	/* Ends the transfer if it runs still (a watch its callback stopped:
 	 * an HTTP/2 stream is reset, the connection stays). */

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "util/err.h"
+#include "util/wait.h"
 
 #define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -194,6 +195,14 @@ struct k8s_watch_opts {
 	 * client.Watch), with application/json after it for a server that
 	 * does not offer it.  For a consumer that reads nothing else. */
 	bool metadata_only;
+	/* Work its consumer does beside the watch, never inside the callback
+	 * (a follower's probe of a peer): between events, and while the
+	 * watch waits to open its next connection, side(ud) does what it
+	 * can without blocking and sets *w to what it waits for next, which
+	 * the watch then waits for along with its stream.  It returns as the
+	 * callback does: 0 to go on, 1 to stop, negative on error.  It may
+	 * make requests on the watch's twin.  NULL: none. */
+	int (*side)(void *ud, struct np_wait *w);
 };
 int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_selector,
 		       const char *field_selector, const char *resource_version,

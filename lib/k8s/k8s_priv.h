@@ -332,6 +332,9 @@ struct k8s_xfer {
 	 * multi.  Non-zero ends the transfer. */
 	int (*pump)(void *ud);
 	void *pump_ud;
+	/* What pump's caller waits for besides the transfer, as pump last
+	 * set it (none after k8s_xfer_reset). */
+	struct np_wait pump_wait;
 };
 
 /* config.c */
@@ -358,6 +361,10 @@ long k8s_retry_after_ms(curl_off_t header_s, const json_t *status);
 /* Sleep ms; when that would end past the deadline, sleep until the deadline
  * and fail with "deadline exceeded while WHAT". */
 int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err);
+/* k8s_wait, which also ends when also is ready or due: 1 then, 0 when ms
+ * passed.  also NULL: k8s_wait. */
+int k8s_wait_also(struct k8s_client *c, long ms, const char *what, const struct np_wait *also,
+		  np_error *err);
 bool k8s_curl_retryable(CURLcode cc);
 
 /* curl.c */

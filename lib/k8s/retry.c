@@ -5,8 +5,6 @@
  * http.c (a request) and watch.c (a watch). */
 #include "k8s/k8s_priv.h"
 
-#include <time.h>
-
 #include "util/cancel.h"
 
 /* base_ms doubled per attempt, at most cap_ms. */
@@ -40,6 +38,12 @@ long k8s_retry_after_ms(curl_off_t header_s, const json_t *status)
 
 int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 {
+	return k8s_wait_also(c, ms, what, NULL, err);
+}
+
+int k8s_wait_also(struct k8s_client *c, long ms, const char *what, const struct np_wait *also,
+		  np_error *err)
+{
 	if (ms < 0)
 		ms = 0;
 	/* Sleep to the deadline at most, and fail there: callers that slice
@@ -48,6 +52,8 @@ int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 	bool too_long = ms >= remaining;
 	if (too_long)
 		ms = remaining > 0 ? (long)remaining : 0;
+	struct np_wait none;
+	np_wait_none(&none);
 	/* In slices of 200 ms, so that a cancelled run ends within one. */
 	for (int64_t end = k8s_mono_ms() + ms;;) {
 		if (np_cancelled(c->cancel))
@@ -55,8 +61,8 @@ int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 		int64_t left = end - k8s_mono_ms();
 		if (left <= 0)
 			break;
-		struct timespec ts = { 0, (left > 200 ? 200 : (long)left) * 1000000L };
-		nanosleep(&ts, NULL);
+		if (np_wait_block(also ? also : &none, left > 200 ? 200 : left))
+			return 1;
 	}
 	if (too_long)
 		return np_error_set(err, NP_EK8S, 0, "deadline exceeded while %s", what);

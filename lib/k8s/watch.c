@@ -123,6 +123,7 @@ enum w_outcome { W_NONE, W_STOP, W_CBERR, W_RELIST, W_RETRY, W_FATAL };
 struct watch {
 	struct k8s_client *c;
 	k8s_watch_cb cb;
+	int (*side)(void *ud, struct np_wait *w); /* k8s_watch_opts.side */
 	void *ud;
 	np_error *err;
 	const char *path; /* the current watch request */
@@ -155,15 +156,20 @@ static int set_rv(struct watch *w, const json_t *obj)
 	return 0;
 }
 
-static void deliver(struct watch *w, enum k8s_watch_type t, json_t *obj)
+/* What the consumer's callback or side work returned. */
+static void settle(struct watch *w, int r)
 {
-	int r = w->cb(t, obj, w->ud);
 	if (r > 0) {
 		w->outcome = W_STOP;
 	} else if (r < 0) {
 		w->outcome = W_CBERR;
 		w->cb_rc = r;
 	}
+}
+
+static void deliver(struct watch *w, enum k8s_watch_type t, json_t *obj)
+{
+	settle(w, w->cb(t, obj, w->ud));
 }
 
 static void error_event(struct watch *w, json_t *status)
@@ -321,13 +327,44 @@ static void watch_resume(void *ud)
 }
 
 /* Between curl_multi_perform calls: deliver every complete event received
- * so far; non-zero ends the transfer (the callback stopped, or an error). */
+ * so far, then let the consumer's side work go on; non-zero ends the
+ * transfer (the callback or the side work stopped, or an error). */
 static int watch_pump(void *ud)
 {
 	struct watch *w = ud;
-	if (w->outcome == W_NONE)
+	while (w->outcome == W_NONE) {
 		k8s_wbuf_drain(&w->wb, watch_feed, watch_resume, w);
+		if (w->outcome != W_NONE || !w->side)
+			break;
+		settle(w, w->side(w->ud, &w->x->pump_wait));
+		/* Its requests on the twin drove the multi: what came for the
+		 * watch meanwhile is delivered before anything waits. */
+		if (!w->wb.raw.len && !w->wb.paused)
+			break;
+	}
 	return w->outcome != W_NONE;
+}
+
+/* Wait ms before the next connection, the side work going on meanwhile:
+ * 1 when it stopped the watch (w->outcome says how). */
+static int watch_wait(struct watch *w, long ms, const char *what)
+{
+	if (!w->side)
+		return k8s_wait(w->c, ms, what, w->err);
+	for (int64_t end = k8s_mono_ms() + (ms > 0 ? ms : 0);;) {
+		struct np_wait sw;
+		np_wait_none(&sw);
+		int r = w->side(w->ud, &sw);
+		if (r != 0) {
+			w->outcome = W_NONE; /* how the last connection ended is done with */
+			settle(w, r);
+			return 1;
+		}
+		int64_t left = end - k8s_mono_ms();
+		r = k8s_wait_also(w->c, left > 0 ? (long)left : 0, what, &sw, w->err);
+		if (r <= 0)
+			return r;
+	}
 }
 
 static int relist(struct watch *w, const char *ns, const char *lsel, const char *fsel)
@@ -488,7 +525,7 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 {
 	size_t page_limit = opts ? opts->page_limit : 0;
 	bool meta = opts && opts->metadata_only;
-	struct watch w = { .c = c, .cb = cb, .ud = ud, .err = err,
+	struct watch w = { .c = c, .cb = cb, .side = opts ? opts->side : NULL, .ud = ud, .err = err,
 			   .list_accept = meta ? K8S_ACCEPT_META_LIST : NULL,
 			   .watch_accept = meta ? K8S_ACCEPT_META : NULL };
 	w.lb.max_line = K8S_MAX_LINE;
@@ -523,8 +560,11 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 			snprintf(what, sizeof(what), "waiting %ld ms to open the next watch of pods in %s "
 				 "(at most one every %.0f s)%s%s", due, ns, 1.0 / K8S_WATCH_OPEN_QPS,
 				 w.last[0] ? "; last error: " : "", w.last);
-			if (k8s_wait(c, due, what, err) < 0)
+			int r = watch_wait(&w, due, what);
+			if (r != 0) {
+				rc = r > 0 ? after_connection(&w, &x, 0, &reauthed, NULL) : -1;
 				break;
+			}
 		}
 		int64_t remaining = k8s_remaining_ms(c);
 		if (remaining <= 0) {
@@ -583,8 +623,11 @@ int k8s_watch_pods_opt(struct k8s_client *c, const char *ns, const char *label_s
 		char what[NP_ERR_MSG_MAX];
 		snprintf(what, sizeof(what), "waiting %ld ms to resume the watch of pods in %s "
 			 "(last error: %s)", delay, ns, w.last);
-		if (k8s_wait(c, delay, what, err) < 0)
+		int r = watch_wait(&w, delay, what);
+		if (r != 0) {
+			rc = r > 0 ? after_connection(&w, &x, 0, &reauthed, NULL) : -1;
 			break;
+		}
 	}
 	w.path = NULL;
 	k8s_buf_free(&x.resp);

@@ -34,6 +34,8 @@ CASES = [
     "test_twins_over_http1_keep_a_connection_each",
     "test_watch_retries_5xx",
     "test_watch_stops_at_deadline",
+    "test_watch_side_work_runs_beside_the_stream",
+    "test_watch_side_work_runs_while_the_watch_waits_to_reconnect",
     "test_500_three_times_then_success",
     "test_connection_reset_is_retried",
     "test_429_honours_retry_after",

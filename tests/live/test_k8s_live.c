@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -612,6 +613,91 @@ static int cb_never(enum k8s_watch_type t, json_t *obj, void *ud)
 	return 0;
 }
 
+/* Side work beside a watch (k8s_watch_opts.side): it waits on a pipe and a
+ * time, never inside the callback.  When its time is due it changes a pod;
+ * the callback, seeing that event, writes to the pipe; the side, woken by
+ * the pipe, stops the watch.  With fail_first, the first watch connection
+ * fails, and the side's time falls in the wait before the next one. */
+struct sidectx {
+	const char *pod;
+	int pipe[2];
+	int64_t due;
+	bool patched, seen, in_cb;
+	unsigned calls, reentered;
+};
+
+static int cb_side(enum k8s_watch_type t, json_t *obj, void *ud)
+{
+	struct sidectx *s = ud;
+	const char *step = anno(obj, "step");
+	if (t == K8S_WATCH_MODIFIED && step && !strcmp(step, "side") && !s->seen) {
+		s->seen = true;
+		s->in_cb = true;
+		assert_int_equal(write(s->pipe[1], "x", 1), 1);
+		s->in_cb = false;
+	}
+	return 0;
+}
+
+static int side_work(void *ud, struct np_wait *w)
+{
+	struct sidectx *s = ud;
+	s->calls++;
+	s->reentered += s->in_cb;
+	char b;
+	if (read(s->pipe[0], &b, 1) == 1)
+		return 1;
+	if (!s->patched && k8s_mono_ms() >= s->due) {
+		admin_patch_pod(s->pod, "step", "side");
+		s->patched = true;
+	}
+	*w = (struct np_wait){ .fd = s->pipe[0], .events = POLLIN, .until_ms = s->patched ? 0 : s->due };
+	return 0;
+}
+
+static void side_run(const char *app, int fail_first)
+{
+	char pod[32];
+	snprintf(pod, sizeof(pod), "%s-a", app);
+	seed_pod(pod, app, "worker");
+	if (fail_first)
+		set_faults(json_pack("[{s:s, s:i, s:s, s:i}]", "kind", "error", "code", 503, "verb", "watch",
+				     "count", 1));
+	admin_do("POST", "config", json_pack("{s:f}", "bookmark_interval", 0.2));
+	struct sidectx s = { .pod = pod, .due = k8s_mono_ms() + 300 };
+	assert_int_equal(pipe2(s.pipe, O_NONBLOCK | O_CLOEXEC), 0);
+	struct k8s_client *c = client(10, NULL);
+	struct k8s_watch_opts o = { .side = side_work };
+	np_error err = { 0 };
+	int64_t t0 = k8s_mono_ms();
+	char sel[32];
+	snprintf(sel, sizeof(sel), "app=%s", app);
+	if (k8s_watch_pods_opt(c, E.ns, sel, NULL, NULL, &o, cb_side, &s, &err) != 0)
+		fail_msg("%s", err.msg);
+	int64_t took = k8s_mono_ms() - t0;
+	assert_true(s.patched && s.seen);
+	assert_int_equal(s.reentered, 0);
+	/* it waited for its pipe and its time, not in a loop */
+	assert_true(s.calls < 100);
+	assert_true(took < 3000);
+	struct k8s_stats st;
+	k8s_client_stats(c, &st);
+	assert_int_equal(st.watches, fail_first ? 2 : 1);
+	k8s_client_free(c);
+	close(s.pipe[0]);
+	close(s.pipe[1]);
+}
+
+static void test_watch_side_work_runs_beside_the_stream(void **state)
+{
+	side_run("sd", 0);
+}
+
+static void test_watch_side_work_runs_while_the_watch_waits_to_reconnect(void **state)
+{
+	side_run("sw", 1);
+}
+
 static void test_watch_stops_at_deadline(void **state)
 {
 	seed_pod("dl-a", "dl", "worker");
@@ -1013,6 +1099,9 @@ int main(void)
 		cmocka_unit_test_setup(test_twins_over_http1_keep_a_connection_each, reset_server),
 		cmocka_unit_test_setup(test_watch_retries_5xx, reset_server),
 		cmocka_unit_test_setup(test_watch_stops_at_deadline, reset_server),
+		cmocka_unit_test_setup(test_watch_side_work_runs_beside_the_stream, reset_server),
+		cmocka_unit_test_setup(test_watch_side_work_runs_while_the_watch_waits_to_reconnect,
+				       reset_server),
 		cmocka_unit_test_setup(test_500_three_times_then_success, reset_server),
 		cmocka_unit_test_setup(test_connection_reset_is_retried, reset_server),
 		cmocka_unit_test_setup(test_429_honours_retry_after, reset_server),
