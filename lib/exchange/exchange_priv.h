@@ -11,6 +11,7 @@
 
 struct probe_server;
 struct gather;
+struct ex_probing;
 
 /* What a follower knows: its part of the round (from its own pod) and the
  * round's state and progress (from the gatherer's pod). */
@@ -57,6 +58,7 @@ struct ex {
 	 * is bounded by its limit (lib/k8s, k8s_page_max). */
 	size_t list_page;
 	bool watch_meta;  /* the watch asks for the pods' metadata only */
+	int (*watch_side)(void *ud, struct np_wait *w); /* k8s_watch_opts.side, ud x */
 	bool stop;   /* the watch callback asked to act */
 	bool failed; /* ... or failed, with err */
 	np_error err;
@@ -64,6 +66,7 @@ struct ex {
 	struct follow_state f;
 	bool relisting; /* between RELIST_BEGIN and RELIST_END: the view is partial */
 	bool done; /* the round this pod probed is final */
+	struct ex_probing *probing; /* this pod's probe of its part, under way */
 	struct probe_server *servers[EX_SERVERS_MAX]; /* one per part, NULL: none */
 	char server_key[EX_SERVERS_MAX][2 * AGREE_ADDR_TEXT_MAX + 96]; /* what it listens for */
 	char server_why[EX_SERVERS_MAX][EXCHANGE_DETAIL_MAX]; /* why not listening */
@@ -97,16 +100,25 @@ bool ex_past_deadline(const struct ex *x);
 int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_watch_cb cb,
 	     void (*tick)(struct ex *), np_error *err);
 void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj);
-/* Listen on each part's address and probe the ring neighbour on each:
- * `out` gets what was found, *json the same as its message
- * (nicpick.io/probe, the caller frees it). */
+/* probing.c: this pod's probe round.  Listen on each part's address and
+ * probe the ring neighbour on each, without blocking: ex_probing_step
+ * goes as far as it can and sets *w to what it waits for; 1 when every
+ * part is probed.  The parts are copied. */
+int ex_probing_start(struct ex *x, const char *leader_uid, int epoch, const char *token,
+		     const struct exchange_part *parts, size_t n, long bytes, struct ex_probing **out,
+		     np_error *err);
+int ex_probing_step(struct ex *x, struct ex_probing *p, struct np_wait *w, np_error *err);
+/* It probes the round of this gatherer, epoch and token. */
+bool ex_probing_is(const struct ex_probing *p, const char *leader_uid, int epoch, const char *token);
+/* What a finished round found: `out` (NULL: not wanted), and *json the
+ * same as its message (nicpick.io/probe, the caller frees it). */
+int ex_probing_result(const struct ex_probing *p, struct exchange_probe *out, char **json, np_error *err);
+/* Stops its probe under way, if any. */
+void ex_probing_free(struct ex_probing *p);
+/* The whole round at once, blocking (the gatherer's own probe). */
 int ex_probe_run(struct ex *x, const char *leader_uid, int epoch, const char *token,
 		 const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
 		 char **json, np_error *err);
-/* ex_probe_run, and publish what was found on this pod. */
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
-		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
-		   np_error *err);
 void ex_probe_servers_stop(struct ex *x);
 /* This pod's rails in the result, from the parts of its final round: the
  * first rail also in the result's own fields. */

@@ -1,9 +1,11 @@
 /* A follower: one watch, for the whole exchange, on two objects only: this
  * pod (where the gatherer writes its part of each round) and the gatherer's
  * pod (where a round ends, in one write for the whole job).  Its API traffic
- * is the same in a job of 8 pods or 8,000.  The probe runs inside the watch
- * callback, on the other connection, so the watch is never torn down and
- * opened again. */
+ * is the same in a job of 8 pods or 8,000.  The probe runs beside the
+ * watch, never inside its callback (follower_side: between events, on
+ * the other connection), so the watch is never torn down and opened
+ * again, and whatever the gatherer writes while this pod probes a silent
+ * peer (the round's end, the job's failure) reaches it at once. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 
 #include "exchange/exchange_priv.h"
 #include "util/clock.h"
+#include "util/testhook.h"
 
 /* The assignment names an interface and address this pod reported. */
 static int check_own(struct ex *x, const struct exchange_part *p, np_error *err)
@@ -115,6 +118,11 @@ enum follow_action follow_next(const struct follow_state *s, np_error *err)
 	 * stopped listening. */
 	if (!probed && round_is(s, EXCHANGE_FINAL) && a->state == EXCHANGE_PROBE)
 		return FOLLOW_DONE;
+	/* The gatherer that handed out this part is gone (deleted, or
+	 * replaced by a newer pod): its round ends with it, and the one that
+	 * replaces it hands out rounds of its own. */
+	if (!probed && (!s->leader_seen || strcmp(s->round_uid, a->leader) != 0))
+		return FOLLOW_WAIT;
 	if (!probed)
 		return FOLLOW_PROBE;
 	/* The round ends on the gatherer's pod, for the incarnation that
@@ -142,45 +150,104 @@ void follow_waiting_text(const struct follow_state *s, const char *leader_sel, c
 			 exchange_state_name(s->assign.state), prog);
 }
 
-/* Listen, probe the ring neighbour on each part, publish it. */
-static int probe_now(struct ex *x, np_error *err)
+/* Start the probe of this pod's part: listen, and probe the ring
+ * neighbour on each part beside the watch (follower_side). */
+static int probe_start(struct ex *x, np_error *err)
 {
 	const struct exchange_assignment *a = &x->f.assign;
 	for (size_t i = 0; i < a->n_parts; i++)
 		if (check_own(x, &a->parts[i], err) < 0)
 			return -1;
 	long bytes = a->state == EXCHANGE_MEASURE ? x->o->probe_throughput_bytes : 0;
-	struct exchange_probe pr;
-	if (ex_probe_round(x, a->leader, a->epoch, a->token, a->parts, a->n_parts, bytes, &pr, err) < 0)
+	return ex_probing_start(x, a->leader, a->epoch, a->token, a->parts, a->n_parts, bytes, &x->probing,
+				err);
+}
+
+static void probe_stop(struct ex *x)
+{
+	ex_probing_free(x->probing);
+	x->probing = NULL;
+}
+
+/* The probe is over: publish what it found, and the part is probed. */
+static int probe_publish(struct ex *x, np_error *err)
+{
+	const struct exchange_assignment *a = &x->f.assign;
+	char *json = NULL;
+	if (!ex_probing_is(x->probing, a->leader, a->epoch, a->token)) {
+		probe_stop(x); /* the part changed meanwhile: step() starts it */
+		return 0;
+	}
+	int r = ex_probing_result(x->probing, NULL, &json, err);
+	probe_stop(x);
+	if (r == 0)
+		r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, json, err);
+	free(json);
+	if (r < 0)
 		return -1;
+	np_test_point("after-probe");
 	x->f.probed_epoch = a->epoch;
 	snprintf(x->f.probed_leader, sizeof(x->f.probed_leader), "%s", a->leader);
 	snprintf(x->f.probed_token, sizeof(x->f.probed_token), "%s", a->token);
 	return 0;
 }
 
-/* Act on what is known now; returns 1 to end the watch. */
+/* Act on what is known now, without blocking: a probe under way goes on
+ * only while it is still what this pod has to do.  Returns 1 to end the
+ * watch. */
 static int step(struct ex *x)
 {
 	np_error e = { 0 };
-	for (;;) {
-		switch (follow_next(&x->f, &e)) {
-		case FOLLOW_WAIT:
-			return 0;
-		case FOLLOW_DONE:
-			x->done = true;
-			return 1;
-		case FOLLOW_FAIL:
+	enum follow_action act = follow_next(&x->f, &e);
+	const struct exchange_assignment *a = &x->f.assign;
+	if (x->probing && (act != FOLLOW_PROBE || !ex_probing_is(x->probing, a->leader, a->epoch, a->token))) {
+		static const char *const why[] = {
+			[FOLLOW_WAIT] = "the gatherer that handed it out is gone",
+			[FOLLOW_PROBE] = "the gatherer handed out another part",
+			[FOLLOW_DONE] = "the round is final",
+			[FOLLOW_FAIL] = "the job failed",
+		};
+		ex_log(x, EXCHANGE_INFO, "probe stopped before its end: %s", why[act]);
+		probe_stop(x);
+	}
+	switch (act) {
+	case FOLLOW_WAIT:
+		return 0;
+	case FOLLOW_DONE:
+		x->done = true;
+		return 1;
+	case FOLLOW_FAIL:
+		fail(x, &e);
+		return 1;
+	case FOLLOW_PROBE:
+		if (!x->probing && probe_start(x, &e) < 0) {
 			fail(x, &e);
 			return 1;
-		case FOLLOW_PROBE:
-			if (probe_now(x, &e) < 0) {
-				fail(x, &e);
-				return 1;
-			}
-			break; /* probed: the round may have ended meanwhile */
 		}
+		return 0;
 	}
+	return 0;
+}
+
+/* Beside the watch, between its events: the probe, until it is over;
+ * then it is published and acted on as an event is. */
+static int follower_side(void *ud, struct np_wait *w)
+{
+	struct ex *x = ud;
+	np_wait_none(w);
+	if (!x->probing || x->relisting)
+		return 0;
+	np_error e = { 0 };
+	int r = ex_probing_step(x, x->probing, w, &e);
+	if (r == 0)
+		return 0;
+	if (r < 0 || probe_publish(x, &e) < 0)
+		fail(x, &e);
+	if (x->failed || step(x)) {
+		x->stop = true;
+		return 1;
+	}
+	return 0;
 }
 
 /* A message on a pod that this pod cannot read ends the exchange. */
@@ -310,7 +377,10 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	 * answer to it is bounded as a page is. */
 	x->list_page = K8S_LIST_PAGE;
 	x->relisting = false;
+	x->watch_side = follower_side;
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
+	x->watch_side = NULL;
+	probe_stop(x);
 	free(sel);
 	if (r < 0) {
 		if (!x->failed && ex_past_deadline(x)) {

@@ -1,6 +1,6 @@
 /* The exchange's plumbing, shared by the gatherer (gather.c) and the
  * follower (follow.c): logging, this pod's annotations, the watch, the
- * deadline, label matching and the probe round. */
+ * deadline and label matching. */
 #include "exchange/exchange.h"
 
 #include <stdarg.h>
@@ -10,10 +10,7 @@
 #include <sys/socket.h>
 
 #include "exchange/exchange_priv.h"
-#include "probe/probe.h"
 #include "util/clock.h"
-#include "util/testhook.h"
-#include "util/text.h"
 #include "util/jsonread.h"
 
 void ex_log(struct ex *x, enum exchange_log_level lvl, const char *fmt, ...)
@@ -112,7 +109,8 @@ int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_wat
 	k8s_client_set_deadline(x->w, x->o->deadline_ms);
 	k8s_client_set_tick(x->w, x->o->log_interval_ms, tick ? on_tick : NULL, &t);
 	x->stop = false;
-	struct k8s_watch_opts wo = { .page_limit = x->list_page, .metadata_only = x->watch_meta };
+	struct k8s_watch_opts wo = { .page_limit = x->list_page, .metadata_only = x->watch_meta,
+				     .side = x->watch_side };
 	int r = k8s_watch_pods_opt(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, &wo, cb, x,
 				   err);
 	k8s_client_set_tick(x->w, 0, NULL, NULL);
@@ -132,160 +130,6 @@ void ex_note_rv(struct ex *x, enum k8s_watch_type type, json_t *obj)
 	if (rv && strlen(rv) < sizeof(x->rv))
 		snprintf(x->rv, sizeof(x->rv), "%s", rv);
 	(void)type;
-}
-
-/* --- the probe round, the same on every pod ----------------------------- */
-
-void ex_probe_servers_stop(struct ex *x)
-{
-	for (size_t i = 0; i < x->n_servers; i++)
-		if (x->servers[i])
-			probe_server_stop(x->servers[i]);
-	memset(x->servers, 0, sizeof(x->servers));
-	x->n_servers = 0;
-}
-
-void ex_probe_listen(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
-		     long bytes)
-{
-	if (n > EX_SERVERS_MAX)
-		n = EX_SERVERS_MAX;
-	char key[EX_SERVERS_MAX][sizeof(x->server_key[0])];
-	bool same = x->n_servers == n;
-	for (size_t i = 0; i < n; i++) {
-		snprintf(key[i], sizeof(key[i]), "%s|%s|%s|%ld", parts[i].addr, token,
-			 parts[i].prev_addr, bytes);
-		same = same && x->servers[i] && strcmp(x->server_key[i], key[i]) == 0;
-	}
-	if (same)
-		return;
-	ex_probe_servers_stop(x);
-	for (size_t i = 0; i < n; i++) {
-		np_error lerr = { 0 };
-		struct probe_server_opts so = {
-			.addr = parts[i].addr,
-			.port = x->o->probe_port,
-			.token = token,
-			.peer_addr = parts[i].prev_addr,
-			.max_payload = bytes,
-			.deadline_ms = x->o->deadline_ms,
-		};
-		snprintf(x->server_key[i], sizeof(x->server_key[i]), "%s", key[i]);
-		x->server_why[i][0] = '\0';
-		if (probe_server_start(&so, &x->servers[i], &lerr) < 0) {
-			x->servers[i] = NULL;
-			np_text_clean(x->server_why[i], sizeof(x->server_why[i]), lerr.msg, NP_TEXT_SPACE);
-		}
-	}
-	x->n_servers = n;
-}
-
-/* The route to the neighbour leaves through dev: when dev is another of
- * this pod's own candidates on the part's network, name it, so that the
- * gatherer tries it before it gives up the network. */
-static void route_alternative(const struct ex *x, const struct exchange_part *p, const char *dev,
-			      struct exchange_trial *t)
-{
-	struct agree_network net;
-	np_error e = { 0 };
-	if (strcmp(p->net, "routed") == 0 || agree_network_parse(p->net, &net, &e) < 0)
-		return;
-	for (size_t i = 0; i < x->mine.n; i++) {
-		const struct agree_cand *c = &x->mine.c[i];
-		if (strcmp(c->ifname, dev) == 0 && c->prefixlen == net.pfx.len &&
-		    np_prefix_contains(&net.pfx, c->family, c->addr)) {
-			snprintf(t->route_if, sizeof(t->route_if), "%s", dev);
-			return;
-		}
-	}
-}
-
-/* Listen on each address this pod has in the round, then probe the ring
- * neighbour on each and check the route.  The listener counts only the
- * round's token from the expected neighbour, and no connection it holds
- * outlives the exchange's deadline. */
-static int probe_parts(struct ex *x, const char *token, const struct exchange_part *parts, size_t n,
-		       long bytes, struct exchange_probe *out, np_error *err)
-{
-	/* This pod holds its part of a decision and is about to probe. */
-	np_test_point("after-decision");
-	ex_probe_listen(x, token, parts, n, bytes);
-	bool listening[EX_SERVERS_MAX] = { false };
-	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
-		struct exchange_trial *t = &out->t[i];
-		listening[i] = x->servers[i] != NULL;
-		if (!listening[i]) {
-			t->ok = false;
-			snprintf(t->detail, sizeof(t->detail), "%s", x->server_why[i]);
-		}
-	}
-	for (size_t i = 0; i < n && i < EX_SERVERS_MAX; i++) {
-		const struct exchange_part *p = &parts[i];
-		struct exchange_trial *t = &out->t[i];
-		out->n = i + 1;
-		if (!listening[i])
-			continue; /* could not even listen */
-		char why[512] = "";
-		t->ok = true;
-		if (p->next_addr[0]) {
-			char dev[IFNAMSIZ] = "";
-			np_error rerr = { 0 };
-			if (probe_route_dev(p->next_addr, dev, sizeof(dev), &rerr) < 0) {
-				t->ok = false;
-				snprintf(why, sizeof(why), "%s", rerr.msg);
-			} else if (strcmp(dev, p->ifname) != 0) {
-				t->ok = false;
-				snprintf(why, sizeof(why), "the route to %s leaves through %s, not %s",
-					 p->next_addr, dev, p->ifname);
-				route_alternative(x, p, dev, t);
-			}
-			if (t->ok) {
-				struct probe_result pr;
-				/* Leave the gatherer time to react within the deadline. */
-				int64_t pd = np_now_ms() + EX_PROBE_WINDOW_MS;
-				if (pd > x->o->deadline_ms)
-					pd = x->o->deadline_ms;
-				if (probe_peer(p->addr, p->next_addr, x->o->probe_port, token, pd, bytes, &pr,
-					       err) < 0)
-					return -1;
-				t->ok = pr.connected && pr.source_ok;
-				t->mbps = pr.mbps;
-				snprintf(why, sizeof(why), "%s", pr.detail);
-			}
-		}
-		np_text_clean(t->detail, sizeof(t->detail), why, NP_TEXT_SPACE);
-		ex_log(x, t->ok ? EXCHANGE_INFO : EXCHANGE_WARN, "probe %s -> %s on %s: %s%s%s", p->addr,
-		       p->next_addr[0] ? p->next_addr : "(alone)", p->ifname, t->ok ? "ok" : "FAILED",
-		       why[0] ? ": " : "", why);
-	}
-	return 0;
-}
-
-int ex_probe_run(struct ex *x, const char *leader_uid, int epoch, const char *token,
-		 const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
-		 char **json, np_error *err)
-{
-	memset(out, 0, sizeof(*out));
-	*json = NULL;
-	snprintf(out->leader, sizeof(out->leader), "%s", leader_uid);
-	out->epoch = epoch;
-	return probe_parts(x, token, parts, n, bytes, out, err) < 0 || exchange_probe_to_json(out, json, err) < 0
-		       ? -1
-		       : 0;
-}
-
-int ex_probe_round(struct ex *x, const char *leader_uid, int epoch, const char *token,
-		   const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
-		   np_error *err)
-{
-	char *s = NULL;
-	if (ex_probe_run(x, leader_uid, epoch, token, parts, n, bytes, out, &s, err) < 0)
-		return -1;
-	int r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, s, err);
-	free(s);
-	if (r == 0)
-		np_test_point("after-probe");
-	return r;
 }
 
 /* Walk the key=value terms of a selector against a pod's labels: each key

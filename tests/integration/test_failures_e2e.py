@@ -139,3 +139,69 @@ def test_a_gatherer_stopped_by_sigterm_ends_its_followers_at_once(make_cluster):
         # to the API server").
         assert re.search(rf"the gatherer {g.name} failed: (.+: )?stopped by SIGTERM", err) \
             and "(exit 143)" in err, err
+
+
+
+def start_probing_a_silent_peer(c):
+    """Node c drops the probe port: job-w-1's probe of its ring neighbour
+    job-w-2 waits up to 20 s for an answer that never comes.  Returns the
+    gatherer and that prober once the round is out and the gatherer has
+    probed its own neighbour."""
+    import time
+    from test_agree_e2e import have
+    have("nft")
+    g, prober, silent = c.pods[0], c.pods[1], c.pods[2]
+    c.nft(silent.node, f"""table inet nicpick_e2e {{
+        chain input {{ type filter hook input priority 0; policy accept;
+            ip daddr {silent.node.fast_addr} tcp dport 29417 drop
+        }}
+    }}""")
+    c.start_all(*COMMON, "--timeout", "60")
+    wait_for_log(g, f"probe {g.node.fast_addr} -> {prober.node.fast_addr} on {g.node.fast_if}: ok")
+    time.sleep(1)
+    assert prober.proc.poll() is None, prober.describe()
+    return g, prober
+
+
+def test_a_follower_probing_a_silent_peer_learns_of_the_gatherers_failure_at_once(make_cluster):
+    """A follower's probe waits up to 20 s for a peer that never answers:
+    it still reads its watch meanwhile, so when the gatherer fails the
+    round (here: SIGTERM while it waits for that probe), the follower ends
+    with the gatherer's reason within a second or two, not when its probe
+    gives up."""
+    import signal
+    import time
+    from test_agree_e2e import error_line
+    c = make_cluster()
+    g, prober = start_probing_a_silent_peer(c)
+    g.proc.send_signal(signal.SIGTERM)
+    assert g.wait(10) == 143, g.describe()
+    t0 = time.monotonic()
+    prober.wait(30)
+    took = time.monotonic() - t0
+    print(f"the prober exited {took:.2f} s after the gatherer")
+    assert took < 2.5, f"{took:.1f} s after the gatherer's failure\n{diag(c)}"
+    assert prober.rc == 1, prober.describe()
+    err = error_line(prober)
+    assert re.search(rf"the gatherer {g.name} failed: (.+: )?stopped by SIGTERM", err), err
+    assert "probe stopped before its end: the job failed" in prober.stderr_text, prober.describe()
+    # Its probe never finished: it published none for the round.
+    assert c.annotation(prober.name, "nicpick.io/probe") is None, prober.describe()
+
+
+def test_a_follower_probing_a_silent_peer_stops_when_its_gatherer_is_deleted(make_cluster):
+    """The gatherer's pod goes away while a follower probes: that gatherer
+    ends no round, so the follower stops its probe at once and waits for
+    the pod that replaces it."""
+    import time
+    c = make_cluster()
+    g, prober = start_probing_a_silent_peer(c)
+    c.server.delete_object(C.NAMESPACE, g.name)
+    t0 = time.monotonic()
+    wait_for_log(prober, "probe stopped before its end: the gatherer that handed it out is gone",
+                 timeout=10)
+    took = time.monotonic() - t0
+    print(f"the prober stopped {took:.2f} s after the gatherer's pod was deleted")
+    assert took < 2.5, f"{took:.1f} s\n{diag(c)}"
+    assert prober.proc.poll() is None, prober.describe()
+    assert c.annotation(prober.name, "nicpick.io/probe") is None, prober.describe()

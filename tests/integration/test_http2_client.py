@@ -305,8 +305,8 @@ def flood_while_the_follower_writes(c, events, hold_ms, retries=0):
 
 def test_a_flood_of_watch_events_while_the_follower_writes(make_cluster, binary):
     """The follower's watch gets 28 MiB of events while it writes its probe
-    result from inside its watch callback (the twin's PATCH, which the server
-    holds 6 s): nobody drains the watch's buffer meanwhile (lib/k8s/watch.c,
+    result beside its watch, between its events (the twin's PATCH, which the
+    server holds 6 s): nobody drains the watch's buffer meanwhile (lib/k8s/watch.c,
     k8s_wbuf).  It reaches its bound, K8S_WBUF_MAX (1 MiB): libcurl >= 8.14
     pauses the watch's stream alone (curl/curl#16955; k8s_curl_h2_pause_ok),
     whose window then runs dry, so that the server waits for the client

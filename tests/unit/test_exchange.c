@@ -475,6 +475,31 @@ static void test_follower_steps_from_a_table(void **state)
 	}
 }
 
+/* A part whose gatherer is gone is probed no further: that gatherer ends
+ * no round, and the pod that replaces it hands out its own. */
+static void test_follower_probes_no_part_of_a_gatherer_that_is_gone(void **state)
+{
+	struct follow_state s;
+	np_error err = { 0 };
+	memset(&s, 0, sizeof(s));
+	s.has_assign = true;
+	s.assign = assignment(EXCHANGE_PROBE, 1);
+	s.leader_seen = true;
+	snprintf(s.leader_pod, sizeof(s.leader_pod), "job-0");
+	snprintf(s.round_uid, sizeof(s.round_uid), "uid-0");
+	assert_int_equal(follow_next(&s, &err), FOLLOW_PROBE);
+	/* deleted (or being deleted) */
+	s.leader_seen = false;
+	assert_int_equal(follow_next(&s, &err), FOLLOW_WAIT);
+	/* replaced by a newer pod of its job index */
+	s.leader_seen = true;
+	snprintf(s.round_uid, sizeof(s.round_uid), "uid-new");
+	assert_int_equal(follow_next(&s, &err), FOLLOW_WAIT);
+	/* ... which hands out a part of its own */
+	snprintf(s.assign.leader, sizeof(s.assign.leader), "uid-new");
+	assert_int_equal(follow_next(&s, &err), FOLLOW_PROBE);
+}
+
 static void test_follower_says_what_it_waits_for(void **state)
 {
 	struct follow_state s;
@@ -1111,6 +1136,7 @@ int main(void)
 		cmocka_unit_test(test_claim_round_trips_and_refuses_the_rest),
 		cmocka_unit_test(test_progress_text_names_missing_pods_and_pods_not_created),
 		cmocka_unit_test(test_follower_steps_from_a_table),
+		cmocka_unit_test(test_follower_probes_no_part_of_a_gatherer_that_is_gone),
 		cmocka_unit_test(test_follower_says_what_it_waits_for),
 		cmocka_unit_test(test_gatherer_waits_for_every_report_and_names_the_missing),
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
