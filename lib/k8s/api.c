@@ -151,32 +151,59 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 			   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
 			   char **rv, np_error *err)
 {
-	char lim[24], pages[48], *cont = NULL;
+	const struct k8s_list_query q = { .prefix = "/api/v1", .resource = "pods", .ns = ns,
+					  .label_selector = label_selector,
+					  .field_selector = field_selector, .limit = limit };
+	return k8s_list_paged_as(c, &q, accept, page, restart, ud, rv, err);
+}
+
+int k8s_list_paged(struct k8s_client *c, const struct k8s_list_query *q,
+		   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
+		   char **rv, np_error *err)
+{
+	return k8s_list_paged_as(c, q, NULL, page, restart, ud, rv, err);
+}
+
+/* "n pods", "1 pod": the resource's plural, as its path names it. */
+static void count_of(char *buf, size_t len, size_t n, const char *resource)
+{
+	int l = (int)strlen(resource);
+	if (n == 1 && l > 1 && resource[l - 1] == 's')
+		l--;
+	snprintf(buf, len, "%zu %.*s", n, l, resource);
+}
+
+int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, const char *accept,
+		      int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
+		      char **rv, np_error *err)
+{
+	char lim[24], count[96], pages[112], *cont = NULL;
 	unsigned expired = 0;
 	int rc = 0;
-	size_t n = limit ? limit : K8S_LIST_PAGE;
+	size_t n = q->limit ? q->limit : K8S_LIST_PAGE;
 	if (rv)
 		*rv = NULL;
 	for (;;) {
 		snprintf(lim, sizeof(lim), "%zu", n);
-		snprintf(pages, sizeof(pages), "a page of %zu pod%s", n, n == 1 ? "" : "s");
+		count_of(count, sizeof(count), n, q->resource);
+		snprintf(pages, sizeof(pages), "a page of %s", count);
 		struct k8s_answer_limits al = { k8s_page_max(n), K8S_PARSE_MAX, pages };
-		cleanup_free char *path = k8s_object_path("/api/v1", ns, "pods", NULL);
+		cleanup_free char *path = k8s_object_path(q->prefix, q->ns, q->resource, NULL);
 		if (!path || k8s_query_add(&path, "limit", lim) < 0 ||
 		    (cont && k8s_query_add(&path, "continue", cont) < 0) ||
-		    (label_selector && *label_selector &&
-		     k8s_query_add(&path, "labelSelector", label_selector) < 0) ||
-		    (field_selector && *field_selector &&
-		     k8s_query_add(&path, "fieldSelector", field_selector) < 0)) {
+		    (q->label_selector && *q->label_selector &&
+		     k8s_query_add(&path, "labelSelector", q->label_selector) < 0) ||
+		    (q->field_selector && *q->field_selector &&
+		     k8s_query_add(&path, "fieldSelector", q->field_selector) < 0)) {
 			rc = nomem(err);
 			break;
 		}
 		json_t *list = NULL;
 		if (k8s_request_as(c, "GET", path, NULL, NULL, accept, &al, &list, err) < 0) {
 			/* Too large to read or to parse: the same page again, for
-			 * half as many pods (a continue token holds its place
+			 * half as many items (a continue token holds its place
 			 * whatever the limit), and the rest of the list so.  A
-			 * page of one pod is bounded as one object is. */
+			 * page of one item is bounded as one object is. */
 			if (c->last_oversize && n > 1) {
 				n /= 2;
 				*err = (np_error){ 0 };
@@ -190,7 +217,9 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 				if (restart)
 					restart(ud);
 				char what[160];
-				snprintf(what, sizeof(what), "listing pods in %s again after an expired continue token", ns);
+				snprintf(what, sizeof(what),
+					 "listing %s in %s again after an expired continue token",
+					 q->resource, q->ns ? q->ns : "all namespaces");
 				long d = k8s_backoff_ms(expired++, K8S_BACKOFF_BASE_MS, K8S_BACKOFF_CAP_MS, k8s_rand(c));
 				if (k8s_wait(c, d, what, err) < 0) {
 					rc = -1;
@@ -212,10 +241,11 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 		 * resourceVersion is served as asked); a page bounds its
 		 * consumer's work by that too, not only its bytes. */
 		if (json_array_size(items) > n) {
-			size_t got = json_array_size(items);
+			char got[96];
+			count_of(got, sizeof(got), json_array_size(items), q->resource);
 			json_decref(list);
 			rc = np_error_set(err, NP_EK8S, 0,
-					  "GET %s: the answer has %zu pods, more than the %zu asked for: "
+					  "GET %s: the answer has %s, more than the %zu asked for: "
 					  "refused",
 					  path, got, n);
 			break;

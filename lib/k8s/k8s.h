@@ -227,6 +227,21 @@ int k8s_list_pods_paged(struct k8s_client *c, const char *ns, const char *label_
 			const char *field_selector, size_t limit, int (*page)(json_t *list, void *ud),
 			void (*restart)(void *ud), void *ud, char **rv, np_error *err);
 
+/* Any namespaced list (ns NULL: all namespaces) read as
+ * k8s_list_pods_paged reads pods, with the same bounds on each page, the
+ * same halving of a page too large and the same start again after an
+ * expired continue token: k8s_list_pods_paged is this for "pods". */
+struct k8s_list_query {
+	const char *prefix;   /* the group version's path: "/api/v1", "/apis/batch/v1" */
+	const char *resource; /* its plural: "pods", "events" */
+	const char *ns;
+	const char *label_selector, *field_selector; /* NULL or "": none */
+	size_t limit;                                 /* items a page; 0: K8S_LIST_PAGE */
+};
+int k8s_list_paged(struct k8s_client *c, const struct k8s_list_query *q,
+		   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
+		   char **rv, np_error *err);
+
 /* core/v1 Event about a pod (involvedObject from the pod's metadata).
  * type is "Normal" or "Warning"; message is truncated to 1024 bytes. */
 int k8s_create_event(struct k8s_client *c, const char *ns, const json_t *pod,

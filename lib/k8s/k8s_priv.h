@@ -396,7 +396,7 @@ int k8s_request_as(struct k8s_client *c, const char *method, const char *path,
 		   const json_t *body, const char *content_type, const char *accept,
 		   const struct k8s_answer_limits *lim, json_t **out, np_error *err);
 
-/* api.c: k8s_list_pods and k8s_list_pods_paged with the Accept header's
+/* api.c: k8s_list_pods, k8s_list_pods_paged and k8s_list_paged with the Accept header's
  * value for each list request (NULL: K8S_ACCEPT_JSON); a metadata-only
  * watch lists with K8S_ACCEPT_META_LIST. */
 int k8s_list_pods_as(struct k8s_client *c, const char *ns, const char *label_selector,
@@ -405,6 +405,9 @@ int k8s_list_pods_paged_as(struct k8s_client *c, const char *ns, const char *lab
 			   const char *field_selector, const char *accept, size_t limit,
 			   int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
 			   char **rv, np_error *err);
+int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, const char *accept,
+		      int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
+		      char **rv, np_error *err);
 
 /* status.c: who needs which RBAC rule for a request */
 struct k8s_rbac {

@@ -83,18 +83,74 @@ static int list_pods(struct k8s_client *k, const char *ns, const char *sel, json
 	return 0;
 }
 
-static int list_events(struct k8s_client *k, const char *ns, json_t **items, np_error *err)
+/* The Events about the pods in `pods` (an object keyed by pod name),
+ * gathered page by page as the pods are: a busy namespace holds thousands
+ * of Events about other objects, each page of which is dropped once read,
+ * so what is kept is bounded by the job, not by the namespace. */
+struct pod_events {
+	const json_t *pods;
+	json_t *items;
+	np_error *err;
+};
+
+static int add_events(json_t *list, void *ud)
 {
-	char path[512];
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
-	json_t *list = NULL;
-	if (k8s_get(k, path, &list, err) < 0)
-		return api_error(err);
-	*items = json_incref(json_object_get(list, "items"));
-	json_decref(list);
-	if (!*items)
-		*items = json_array();
+	struct pod_events *p = ud;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(list, "items"), i, e)
+	{
+		const json_t *io = json_object_get(e, "involvedObject");
+		const char *kind = json_string_value(json_object_get(io, "kind"));
+		const char *name = json_string_value(json_object_get(io, "name"));
+		if (!kind || strcmp(kind, "Pod") != 0 || !name || !json_object_get(p->pods, name))
+			continue;
+		if (json_array_append(p->items, e) < 0)
+			return np_error_set(p->err, NP_EINTERNAL, 0, "out of memory");
+	}
 	return 0;
+}
+
+static void drop_events(void *ud)
+{
+	json_array_clear(((struct pod_events *)ud)->items);
+}
+
+static int list_events(struct k8s_client *k, const char *ns, const json_t *pods, json_t **items,
+		       np_error *err)
+{
+	struct pod_events p = { .pods = pods, .items = json_array(), .err = err };
+	if (!p.items)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	/* core/v1 Events select on involvedObject.kind (kubernetes/kubernetes@00b2d95c,
+	 * pkg/registry/core/event/strategy.go, ToSelectableFields). */
+	const struct k8s_list_query q = { .prefix = "/api/v1", .resource = "events", .ns = ns,
+					  .field_selector = "involvedObject.kind=Pod",
+					  .limit = K8S_LIST_PAGE };
+	if (k8s_list_paged(k, &q, add_events, drop_events, &p, NULL, err) < 0) {
+		json_decref(p.items);
+		return api_error(err);
+	}
+	*items = p.items;
+	return 0;
+}
+
+/* The pods of a list, keyed by name. */
+static json_t *by_name(const json_t *items)
+{
+	json_t *o = json_object();
+	size_t i;
+	json_t *pod;
+	json_array_foreach(items, i, pod)
+	{
+		const char *name =
+			json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+		if (o && name && json_object_set(o, name, pod) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
 }
 
 /* Which kind names pods JOB: the one given, else the one kind whose
@@ -149,14 +205,21 @@ int status_read(struct k8s_client *k, const char *ns, const char *job, enum stat
 		struct status_job *out, np_error *err)
 {
 	memset(out, 0, sizeof(*out));
-	json_t *items = NULL, *events = NULL;
+	json_t *items = NULL, *events = NULL, *pods = NULL;
 	int ret = -1;
 	if (find_kind(k, ns, job, &kind, &items, err) < 0)
 		goto out;
-	if (json_array_size(items) && list_events(k, ns, &events, err) < 0)
-		goto out;
+	if (json_array_size(items)) {
+		if (!(pods = by_name(items))) {
+			np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+			goto out;
+		}
+		if (list_events(k, ns, pods, &events, err) < 0)
+			goto out;
+	}
 	ret = status_build(items, events, ns, job, kind, out, err);
 out:
+	json_decref(pods);
 	json_decref(items);
 	json_decref(events);
 	return ret;
@@ -186,7 +249,7 @@ static int show(struct follow *f)
 	int64_t now = k8s_mono_ms();
 	if (!f->events || now - f->events_at >= EVENTS_EVERY_MS) {
 		json_t *ev = NULL;
-		if (list_events(f->k, f->ns, &ev, f->err) < 0)
+		if (list_events(f->k, f->ns, f->pods, &ev, f->err) < 0)
 			return -1;
 		json_decref(f->events);
 		f->events = ev;

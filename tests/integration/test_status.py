@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -330,6 +331,47 @@ def test_pending_pod_shows_its_event_and_an_unknown_job_waits(make_cluster, tmp_
             "4 Insufficient nvidia.com/gpu.") in job_line(p), job_line(p)
     r = rows(p)["job-w-2"]
     assert r["STATE"] == "pending" and r["DETAIL"].startswith("FailedScheduling: 0/4 nodes"), r
+
+
+def test_a_busy_namespace_s_events_are_read_in_pages_and_only_the_job_s_kept(make_cluster,
+                                                                            tmp_path):
+    """Some 80 MB of Events about other objects, 36000 of 2 KB: more than a
+    list in one answer may be (64 MiB, lib/k8s K8S_MAX_LIST).  status reads
+    them in pages, asks only for Events about pods, keeps only its own
+    pods', and shows the one about its pending pod."""
+    c = make_cluster(seed=False)
+    pods = c.seed_pods()
+    obj = pods[1].object()
+    obj["spec"].pop("nodeName")
+    obj["status"] = {"phase": "Pending"}
+    c.server.create_pod(NS, obj)
+    filler = "x" * 2000
+    others = [{
+        "metadata": {"name": f"noise.{i}", "namespace": NS},
+        # other pods' Events pass the field selector: the client drops them
+        "involvedObject": ({"kind": "Pod", "name": f"web-{i}", "namespace": NS} if i % 4 == 0 else
+                           {"kind": "ReplicaSet", "name": f"rs-{i}", "namespace": NS}),
+        "reason": "Noise", "type": "Warning", "message": f"noise {i} {filler}",
+        "lastTimestamp": "2026-01-01T00:00:01Z"} for i in range(36000)]
+    for i in range(0, len(others), 4000):
+        c.server.seed({"events": others[i:i + 4000]})
+    c.server.seed({"events": [{
+        "metadata": {"name": "job-w-1.1", "namespace": NS},
+        "involvedObject": {"kind": "Pod", "name": "job-w-1", "namespace": NS},
+        "reason": "FailedScheduling", "type": "Warning",
+        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        "lastTimestamp": "2026-01-01T00:00:00Z"}]})
+    c.server.requests(clear=True)
+    p = run_status(c, C.JOB, "-o", "wide", kc=token_kc(c, tmp_path))
+    assert p.returncode == 5 and p.stdout, p.stdout + p.stderr
+    assert "pod job-w-1 is Pending: FailedScheduling: 0/4 nodes" in job_line(p), job_line(p)
+    assert rows(p)["job-w-1"]["DETAIL"].startswith("FailedScheduling: 0/4 nodes"), rows(p)
+    ev = [r for r in c.server.requests() if r["path"] == f"/api/v1/namespaces/{NS}/events"]
+    assert len(ev) >= 2, ev
+    for r in ev:
+        q = urllib.parse.parse_qs(r["query"])
+        assert q.get("limit") == ["500"] and q.get("fieldSelector") == ["involvedObject.kind=Pod"], r
+    assert sum("continue" in urllib.parse.parse_qs(r["query"]) for r in ev) == len(ev) - 1, ev
 
 
 def test_kind_picks_between_jobs_of_the_same_name(make_cluster, tmp_path):
