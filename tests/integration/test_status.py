@@ -308,6 +308,24 @@ def test_versions_differ_is_a_warning_on_the_job_and_the_odd_pod(make_cluster, g
     assert t["job-w-0"]["NCCL"] == "2.28.9" and t["job-w-0"]["WARNINGS"] == "-", t["job-w-0"]
 
 
+def create_pending(c, pod):
+    """pod, not scheduled yet: no node, phase Pending."""
+    obj = pod.object()
+    obj["spec"].pop("nodeName")
+    obj["status"] = {"phase": "Pending"}
+    c.server.create_pod(NS, obj)
+
+
+def seed_failed_scheduling(c, name):
+    """The scheduler's Warning about pod `name`, as it words a lack of GPUs."""
+    c.server.seed({"events": [{
+        "metadata": {"name": f"{name}.1", "namespace": NS},
+        "involvedObject": {"kind": "Pod", "name": name, "namespace": NS},
+        "reason": "FailedScheduling", "type": "Warning",
+        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        "lastTimestamp": "2026-01-01T00:00:00Z"}]})
+
+
 def test_pending_pod_shows_its_event_and_an_unknown_job_waits(make_cluster, tmp_path):
     c = make_cluster(seed=False)
     kc = token_kc(c, tmp_path)
@@ -315,16 +333,8 @@ def test_pending_pod_shows_its_event_and_an_unknown_job_waits(make_cluster, tmp_
     assert p.returncode == 5, p.stderr
     assert "no pods of Job nosuch in namespace train yet" in job_line(p), p.stdout
     pods = c.seed_pods()
-    obj = pods[2].object()
-    obj["spec"].pop("nodeName")
-    obj["status"] = {"phase": "Pending"}
-    c.server.create_pod(NS, obj)
-    c.server.seed({"events": [{
-        "metadata": {"name": "job-w-2.1", "namespace": NS},
-        "involvedObject": {"kind": "Pod", "name": "job-w-2", "namespace": NS},
-        "reason": "FailedScheduling", "type": "Warning",
-        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
-        "lastTimestamp": "2026-01-01T00:00:00Z"}]})
+    create_pending(c, pods[2])
+    seed_failed_scheduling(c, "job-w-2")
     p = run_status(c, C.JOB, "-o", "wide", kc=kc)
     assert p.returncode == 5
     assert ("waiting for: pod job-w-2 is Pending: FailedScheduling: 0/4 nodes are available: "
@@ -341,10 +351,7 @@ def test_a_busy_namespace_s_events_are_read_in_pages_and_only_the_job_s_kept(mak
     pods', and shows the one about its pending pod."""
     c = make_cluster(seed=False)
     pods = c.seed_pods()
-    obj = pods[1].object()
-    obj["spec"].pop("nodeName")
-    obj["status"] = {"phase": "Pending"}
-    c.server.create_pod(NS, obj)
+    create_pending(c, pods[1])
     filler = "x" * 2000
     others = [{
         "metadata": {"name": f"noise.{i}", "namespace": NS},
@@ -355,12 +362,7 @@ def test_a_busy_namespace_s_events_are_read_in_pages_and_only_the_job_s_kept(mak
         "lastTimestamp": "2026-01-01T00:00:01Z"} for i in range(36000)]
     for i in range(0, len(others), 4000):
         c.server.seed({"events": others[i:i + 4000]})
-    c.server.seed({"events": [{
-        "metadata": {"name": "job-w-1.1", "namespace": NS},
-        "involvedObject": {"kind": "Pod", "name": "job-w-1", "namespace": NS},
-        "reason": "FailedScheduling", "type": "Warning",
-        "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
-        "lastTimestamp": "2026-01-01T00:00:00Z"}]})
+    seed_failed_scheduling(c, "job-w-1")
     c.server.requests(clear=True)
     p = run_status(c, C.JOB, "-o", "wide", kc=token_kc(c, tmp_path))
     assert p.returncode == 5 and p.stdout, p.stdout + p.stderr
