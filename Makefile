@@ -37,7 +37,7 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-par
             -DNICPICK_VERSION='"$(VERSION)"' -DNICPICK_GITREV='"$(GITREV)"'
 LDLIBS   += $(PKG_LIBS) -ldl -lpthread
 
-# Test-only kill points (lib/util/testhook.h): in every build but the
+# Test-only kill and pause points (lib/util/testhook.h): in every build but the
 # release one (`make static`, STATIC=1); TEST_HOOKS=0 turns them off anywhere.
 ifeq ($(STATIC),1)
 TEST_HOOKS := 0
