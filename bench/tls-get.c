@@ -2,7 +2,8 @@
  * server offers it, as nicpick asks), in a process of its own, linked like
  * the release binary (musl, libcurl, nghttp2, mimalloc) with whichever TLS
  * library it was built against.  So its CPU is what one TLS connection
- * costs a pod, apart from the rest of nicpick.
+ * costs a pod, apart from the rest of nicpick: against OpenSSL, with the
+ * key exchange groups of nicpick's select (lib/k8s/tls_groups.h).
  *
  *   bench-tls-get URL CA-FILE TOKEN     exit 0 when the answer was 200
  *
@@ -14,6 +15,8 @@
 #include <string.h>
 
 #include <curl/curl.h>
+
+#include "k8s/tls_groups.h"
 
 static size_t sink(char *p, size_t size, size_t n, void *ud)
 {
@@ -41,6 +44,10 @@ int main(int argc, char **argv)
 	curl_easy_setopt(h, CURLOPT_CAINFO, argv[2]);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
 	curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+	/* The key exchange of nicpick's select, where OpenSSL reads it. */
+	const char *ssl = curl_version_info(CURLVERSION_NOW)->ssl_version;
+	if (ssl && strncmp(ssl, "OpenSSL/", 8) == 0)
+		curl_easy_setopt(h, CURLOPT_SSL_EC_CURVES, K8S_TLS_GROUPS_POD);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &got);
 	CURLcode rc = curl_easy_perform(h);

@@ -85,7 +85,7 @@ nicpick_with() {
 # client P NAME LIB...: bench/tls-get.c against P.
 client() {
 	p=$1 name=$2; shift 2
-	musl-gcc -O2 -std=gnu11 -Wall -Wextra -Werror -static -I"$p/include" -o "$OUT/bench-tls-get-$name" \
+	musl-gcc -O2 -std=gnu11 -Wall -Wextra -Werror -static -I"$p/include" -I"$ROOT/lib" -o "$OUT/bench-tls-get-$name" \
 		"$ROOT/bench/tls-get.c" -L"$p/lib" -Wl,--gc-sections \
 		-Wl,--whole-archive "$DEPS/prefix/lib/libmimalloc.a" -Wl,--no-whole-archive -lcurl -lnghttp2 "$@"
 	log "built $OUT/bench-tls-get-$name"

@@ -195,6 +195,7 @@ int k8s_config_load(struct k8s_config *cfg, const struct k8s_config_overrides *o
 	if (load_server(cfg, ov, err) < 0 || load_files(cfg, ov, sa_dir, err) < 0 ||
 	    load_identity(cfg, ov, sa_dir, err) < 0)
 		return np_error_wrap(err, "kubernetes config");
+	cfg->tls_groups = K8S_TLS_GROUPS_POD;
 	return 0;
 }
 
@@ -238,6 +239,7 @@ bool k8s_config_copy(struct k8s_config *dst, const struct k8s_config *src)
 	dst->client_cert_file = dup_or_null(src->client_cert_file);
 	dst->client_key_file = dup_or_null(src->client_key_file);
 	dst->tls_server_name = dup_or_null(src->tls_server_name);
+	dst->tls_groups = src->tls_groups;
 	dst->exec = src->exec ? k8s_exec_dup(src->exec) : NULL;
 	return (!src->token || dst->token) && (!src->ca_pem || dst->ca_pem) &&
 	       (!src->client_cert_pem || dst->client_cert_pem) &&

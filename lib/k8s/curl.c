@@ -8,6 +8,7 @@
  * in and no dynamic linker: the table points at it directly. */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "k8s/k8s_priv.h"
 
@@ -124,6 +125,12 @@ bool k8s_curl_has_http2(void)
 {
 	const curl_version_info_data *v = k8s_curl.version_info(CURLVERSION_NOW);
 	return v && (v->features & CURL_VERSION_HTTP2);
+}
+
+bool k8s_curl_is_openssl(void)
+{
+	const curl_version_info_data *v = k8s_curl.version_info(CURLVERSION_NOW);
+	return v && v->ssl_version && strncmp(v->ssl_version, "OpenSSL/", 8) == 0;
 }
 
 bool k8s_curl_h2_pause_ok(void)

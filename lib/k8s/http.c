@@ -353,6 +353,8 @@ int k8s_perform(struct k8s_client *c, struct k8s_xfer *x, np_error *err)
 		curl_easy_setopt(e, CURLOPT_KEYPASSWD, "");
 	if (c->connect_to)
 		curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+	if (c->cfg.tls_groups && k8s_curl_is_openssl())
+		curl_easy_setopt(e, CURLOPT_SSL_EC_CURVES, c->cfg.tls_groups);
 	if (c->cfg.insecure_skip_tls_verify) {
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);

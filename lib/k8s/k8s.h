@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "util/err.h"
+#include "k8s/tls_groups.h"
 #include "util/wait.h"
 
 #define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -33,6 +34,11 @@ struct k8s_config {
 	char *client_cert_file, *client_key_file; /* PEM files */
 	char *tls_server_name;                    /* verified and sent as SNI instead of the host */
 	struct k8s_exec *exec;                    /* credential plugin, run when needed */
+	/* The key exchange groups offered, the first with a key share
+	 * (OpenSSL's list syntax; used only when libcurl's TLS library is
+	 * OpenSSL); NULL: the TLS library's own, X25519MLKEM768 first on
+	 * OpenSSL 3.5.  A static string, never freed. */
+	const char *tls_groups;
 };
 
 /* Command-line overrides; NULL / false fields fall back to the pod's

@@ -370,6 +370,9 @@ bool k8s_curl_retryable(CURLcode cc);
 /* curl.c */
 /* libcurl speaks HTTP/2 (built with nghttp2): twins then ask for h2. */
 bool k8s_curl_has_http2(void);
+/* libcurl's TLS library is OpenSSL (the release build's, or the
+ * system's), which reads K8S_TLS_GROUPS_POD's list syntax. */
+bool k8s_curl_is_openssl(void);
 /* An HTTP/2 stream may be paused and resumed safely: libcurl 8.14.0 and
  * later.  Up to 8.0.1 one stream's data waiting to be read held the whole
  * connection (lib/http2.c of 7.88.1, pause_stream_id: a paused watch would

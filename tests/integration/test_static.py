@@ -449,17 +449,18 @@ users:
     return path
 
 
-def test_static_offers_post_quantum_and_x25519_key_shares(static_bin, tmp_path):
-    import socket
+def capture_client_hello(lsock):
+    """Accept one connection on the listening socket lsock in a thread:
+    read the ClientHello it starts with, then answer a fatal
+    handshake_failure alert (a refused handshake ends a run at once).
+    Returns (thread, got); got["hello"] holds the record once the thread
+    has ended."""
     import threading
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(1)
-    ls.settimeout(30)
     got = {}
 
     def accept():
-        c, _ = ls.accept()
+        lsock.settimeout(30)
+        c, _ = lsock.accept()
         c.settimeout(10)
         buf = b""
         while len(buf) < 5 or len(buf) < 5 + struct.unpack_from(">H", buf, 3)[0]:
@@ -468,11 +469,21 @@ def test_static_offers_post_quantum_and_x25519_key_shares(static_bin, tmp_path):
                 break
             buf += chunk
         got["hello"] = buf
-        # a fatal handshake_failure alert: a refused handshake ends the run at once
         c.sendall(bytes([21, 3, 3, 0, 2, 2, 40]))
         c.close()
     t = threading.Thread(target=accept)
     t.start()
+    return t, got
+
+
+def test_static_offers_post_quantum_and_x25519_key_shares(static_bin, tmp_path):
+    """Under a kubeconfig's credential (`nicpick status`), OpenSSL 3.5's
+    own groups: the hybrid post-quantum key share first."""
+    import socket
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    t, got = capture_client_hello(ls)
     ca = tmp_path / "ca.crt"
     ec_ca(tmp_path / "k", ca, "x")
     kc = status_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{ls.getsockname()[1]}", ca)
@@ -486,12 +497,44 @@ def test_static_offers_post_quantum_and_x25519_key_shares(static_bin, tmp_path):
     assert {0x11ec, 0x001d, 0x0017} <= set(supported), supported
 
 
-@pytest.mark.parametrize("group", ["X25519", "P-256"])
-def test_static_completes_the_handshake_with_a_server_that_takes_one_group(static_bin, tmp_path, group):
-    """A server that takes only P-256 answers the key shares with a
-    HelloRetryRequest: the release binary must follow it.  (openssl
-    s_server -www answers HTTP with a page that is not the API's JSON, so
-    the run fails after the handshake, with exit 5, and says why.)"""
+def test_static_select_offers_one_p256_key_share_under_the_pods_token(net, pod_root):
+    """Under the pod's own bound token (`select` in a pod), one key share,
+    P-256's, then X25519 and P-384 without one, and no post-quantum group:
+    its key generation and decapsulation were 13 % of a follower's
+    instructions, for traffic that has nothing to keep secret for years
+    (lib/k8s/tls_groups.h; docs/security.md).  P-256 is the
+    group every TLS 1.3 server must take (RFC 8446 9.1), and Go's server
+    takes the key share it was sent before any group it prefers
+    (crypto/tls, handshake_server_tls13.go), so no HelloRetryRequest."""
+    import socket
+
+    def listen():
+        s = socket.socket()
+        s.bind((podnet.API_ADDR, 0))
+        s.listen(1)
+        return s
+    lsock = C.in_netns(net.api.name, listen)
+    t, got = capture_client_hello(lsock)
+    install_sa(net, pod_root)
+    url = f"https://{podnet.API_HOST}:{lsock.getsockname()[1]}"
+    p = in_root(net.node, pod_root, *net.select_args(server=url), "--timeout", "30")
+    t.join(30)
+    lsock.close()
+    assert p.returncode == 5 and "refused the TLS handshake" in p.stderr, p.stderr
+    supported, shares = client_hello_groups(got["hello"])
+    assert shares == [0x0017], shares
+    assert supported == [0x0017, 0x001d, 0x0018], supported
+
+
+@pytest.mark.parametrize("verb", ["status", "select"])
+@pytest.mark.parametrize("group", ["X25519", "P-256", "P-384"])
+def test_static_completes_the_handshake_with_a_server_that_takes_one_group(static_bin, tmp_path, group, verb):
+    """A server that takes only a group nicpick sent no key share for
+    answers with a HelloRetryRequest: the release binary must follow it,
+    under a kubeconfig's credential (status) and under the pod's token
+    (select), whose groups differ.  (openssl s_server -www answers HTTP
+    with a page that is not the API's JSON, so the run fails after the
+    handshake, with exit 5, and says why.)"""
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -516,9 +559,18 @@ def test_static_completes_the_handshake_with_a_server_that_takes_one_group(stati
         while not lines or lines[-1] not in ("ACCEPT", ""):  # ACCEPT: listening
             lines.append(srv.stdout.readline().strip())
         assert lines[-1] == "ACCEPT", lines
-        kc = status_kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{port}", ca)
-        p = subprocess.run([static_bin, "status", "job"], capture_output=True, text=True,
-                           timeout=60, env=dict(os.environ, KUBECONFIG=str(kc), HOME=str(tmp_path)))
+        url = f"https://127.0.0.1:{port}"
+        if verb == "status":
+            kc = status_kubeconfig(tmp_path / "kc", url, ca)
+            cmd, env = [static_bin, "status", "job"], {"KUBECONFIG": str(kc), "HOME": str(tmp_path)}
+        else:
+            (tmp_path / "token").write_text("t0ken\n")
+            cmd = [static_bin, "select", "--peers", "k8s", "--smoke", "off", "--out-dir",
+                   str(tmp_path / "out"), "--api-server", url, "--ca-file", str(ca), "--token-file",
+                   str(tmp_path / "token"), "--namespace", "default", "--pod-name", "p", "--expect",
+                   "1", "--timeout", "20"]
+            env = {}
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=dict(os.environ, **env))
         out, _ = srv.communicate(timeout=10)
     finally:
         if srv.poll() is None:

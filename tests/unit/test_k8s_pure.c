@@ -79,6 +79,12 @@ static void test_config_in_cluster_ipv6(void **state)
 	assert_non_null(strstr(cfg.token_file, "/token"));
 	assert_non_null(strstr(cfg.ca_file, "/ca.crt"));
 	assert_false(cfg.insecure_skip_tls_verify);
+	/* the pod's own token: P-256's key share, no post-quantum group */
+	assert_string_equal(cfg.tls_groups, K8S_TLS_GROUPS_POD);
+	struct k8s_config copy = { 0 };
+	assert_true(k8s_config_copy(&copy, &cfg));
+	assert_ptr_equal(copy.tls_groups, cfg.tls_groups);
+	k8s_config_free(&copy);
 	k8s_config_free(&cfg);
 
 	/* the downward API wins over the service-account file */

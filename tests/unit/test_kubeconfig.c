@@ -117,6 +117,8 @@ static void test_token_and_context_namespace(void **state)
 	assert_null(cfg.ca_file);
 	assert_null(cfg.ca_pem);
 	assert_false(cfg.insecure_skip_tls_verify);
+	/* a kubeconfig's credential: the TLS library's own groups */
+	assert_null(cfg.tls_groups);
 	k8s_config_free(&cfg);
 	/* -n wins over the context's namespace */
 	load_ok(&cfg, path_of("config"), NULL, "other");
