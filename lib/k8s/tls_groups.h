@@ -7,7 +7,9 @@
  * service account's token, or --token-file): P-256 with its key share,
  * X25519 and P-384 without.  P-256 is the group every TLS 1.3 server must
  * take (RFC 8446 9.1), and Go's crypto/tls (the API server's) takes a key
- * share it was sent before a group it prefers, so no HelloRetryRequest.
+ * share it was sent before a group it prefers, so no HelloRetryRequest
+ * (handshake_server_tls13.go: "priority is given to groups that the
+ * client provided a keyShare for, so to avoid a round-trip").
  * Not the hybrid post-quantum X25519MLKEM768, OpenSSL 3.5's first: it
  * made a follower 12 % dearer in instructions, and what it protects
  * against, traffic recorded now and decrypted by a quantum computer years
