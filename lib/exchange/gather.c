@@ -71,9 +71,10 @@ void gather_progress(struct gather *g, const char *leader_uid, const char *leade
 			continue;
 		}
 		add_missing(p, m->name);
-		if (m->why && (!refused_by || strverscmp(m->name, refused_by) < 0)) {
+		const char *why = gather_member_why(m);
+		if (why[0] && (!refused_by || strverscmp(m->name, refused_by) < 0)) {
 			char r[sizeof(p->refused) + 256];
-			snprintf(r, sizeof(r), "%s: %.250s", m->name, m->why);
+			snprintf(r, sizeof(r), "%s: %.250s", m->name, why);
 			np_text_clean(p->refused, sizeof(p->refused), r, NP_TEXT_SPACE);
 			refused_by = m->name;
 		}

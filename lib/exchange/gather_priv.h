@@ -39,7 +39,8 @@ struct member {
 	char created[32];
 	bool live;
 	bool has_report;
-	char *why; /* why the report or probe was refused; NULL: none */
+	char *why;	 /* why the report was refused; NULL: none */
+	char *probe_why; /* why the probe result was refused; NULL: none */
 	struct agree_view rep; /* valid when has_report; storage in rep_mem */
 	void *rep_mem;
 	uint64_t rep_hash, as_hash, pr_hash; /* annotation texts last read */

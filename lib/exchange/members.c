@@ -334,15 +334,27 @@ static int report_store(struct member *m, const struct agree_report *r)
 	return 0;
 }
 
+static void set_text(char **at, const char *why)
+{
+	free(*at);
+	*at = why && why[0] ? strdup(why) : NULL;
+}
+
 void gather_member_set_why(struct member *m, const char *why)
 {
-	free(m->why);
-	m->why = why && why[0] ? strdup(why) : NULL;
+	set_text(&m->why, why);
+}
+
+/* Each annotation's refusal is cleared by a readable text of that one
+ * only: a probe result that is read at last says nothing of the report. */
+static void set_probe_why(struct member *m, const char *why)
+{
+	set_text(&m->probe_why, why);
 }
 
 const char *gather_member_why(const struct member *m)
 {
-	return m->why ? m->why : "";
+	return m->why ? m->why : m->probe_why ? m->probe_why : "";
 }
 
 static void probe_store(struct member *m, const struct exchange_probe *p)
@@ -402,6 +414,7 @@ static void member_reset(struct member *m)
 	report_clear(m);
 	probe_store(m, NULL);
 	gather_member_set_why(m, NULL);
+	set_probe_why(m, NULL);
 	free(m->uid);
 	m->uid = NULL;
 	m->assigned_epoch = 0;
@@ -511,6 +524,8 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 		char why[128];
 		snprintf(why, sizeof(why), "its %s annotation has a NUL character", EXCHANGE_ANN_REPORT);
 		gather_member_set_why(m, why);
+	} else if (!rep) {
+		gather_member_set_why(m, NULL); /* nothing there to refuse */
 	}
 	/* What this gatherer handed out and what came back; anything else
 	 * (an earlier incarnation's, unreadable) does not count.  A text read
@@ -532,15 +547,20 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 	if (!p && ex_annotation_nul(pod, EXCHANGE_ANN_PROBE)) {
 		char why[128];
 		snprintf(why, sizeof(why), "its %s annotation has a NUL character", EXCHANGE_ANN_PROBE);
-		gather_member_set_why(m, why);
+		set_probe_why(m, why);
+		m->pr_hash = gather_text_hash(NULL); /* a text after it is read again */
+	} else if (!p) {
+		m->pr_hash = ph;
+		set_probe_why(m, NULL); /* nothing there to refuse */
 	} else if (ph != m->pr_hash) {
 		struct exchange_probe pr;
 		np_error e = { 0 };
 		m->pr_hash = ph;
+		set_probe_why(m, NULL);
 		if (p && exchange_probe_parse(p, strlen(p), &pr, &e) < 0) {
 			char why[256];
 			snprintf(why, sizeof(why), "%.250s", e.msg);
-			gather_member_set_why(m, why);
+			set_probe_why(m, why);
 		} else if (p && strcmp(pr.leader, leader_uid) == 0 &&
 			   !(m->has_probe && pr.epoch < m->probe.epoch && m->probe.epoch <= g->epoch)) {
 			/* Never an older round's over a newer one: the gatherer's
@@ -609,6 +629,7 @@ void gather_free_members(struct gather *g)
 		report_clear(m);
 		probe_store(m, NULL);
 		free(m->why);
+		free(m->probe_why);
 		free(m->name);
 		free(m->uid);
 		free(m->key);

@@ -749,6 +749,75 @@ static void test_gatherer_reads_pod_objects_from_a_table(void **state)
 	free(pr);
 }
 
+/* Each annotation's refusal lasts as long as its text: a probe result or
+ * a report that becomes readable, or goes, takes its refusal with it (it
+ * stayed in the progress shown), and the other's refusal is kept. */
+static void test_gatherer_forgets_a_refusal_once_the_text_is_readable(void **state)
+{
+	struct agree_report r;
+	memset(&r, 0, sizeof(r));
+	snprintf(r.pod, sizeof(r.pod), "job-1");
+	snprintf(r.uid, sizeof(r.uid), "u1");
+	char *rep = NULL, *pr = NULL;
+	np_error err = { 0 };
+	assert_true(agree_report_to_json(&r, &rep, &err) >= 0);
+	struct exchange_probe p = { .epoch = 1, .n = 1, .t = { { .ok = true } } };
+	snprintf(p.leader, sizeof(p.leader), "uid-g");
+	assert_int_equal(exchange_probe_to_json(&p, &pr, &err), 0);
+	static const char BAD_PROBE[] = "{\"v\":1}", BAD_REPORT[] = "{\"v\":1}", NUL[] = "";
+	static const struct {
+		const char *report, *probe; /* NULL: none; "rep"/"pr": readable; NUL: has a NUL */
+		const char *why;            /* in the refusal; "": none */
+	} steps[] = {
+		{ "rep", BAD_PROBE, "bad probe result" },
+		{ "rep", "pr", "" },
+		{ "rep", NUL, "nicpick.io/probe annotation has a NUL" },
+		{ "rep", "pr", "" },
+		{ "rep", BAD_PROBE, "bad probe result" },
+		{ "rep", NULL, "" },
+		{ NUL, "pr", "nicpick.io/report annotation has a NUL" },
+		{ NULL, "pr", "" },
+		{ BAD_REPORT, BAD_PROBE, "report" },
+		{ "rep", BAD_PROBE, "bad probe result" },
+		{ "rep", "pr", "" },
+	};
+	struct gather g;
+	memset(&g, 0, sizeof(g));
+	g.epoch = 1;
+	g.phase = PH_PROBE;
+	g.expect = 1;
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		const char *rv = steps[i].report, *pv = steps[i].probe;
+		json_t *pod = pod_json("job-1", "u1", "1", "Running",
+				       rv == NUL ? NULL : rv && !strcmp(rv, "rep") ? rep : rv, NULL,
+				       pv == NUL ? NULL : pv && !strcmp(pv, "pr") ? pr : pv);
+		json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+		if (rv == NUL)
+			json_object_set_new(ann, EXCHANGE_ANN_REPORT, json_stringn("{\0}", 3));
+		if (pv == NUL)
+			json_object_set_new(ann, EXCHANGE_ANN_PROBE, json_stringn("{\0}", 3));
+		gather_member_update(&g, "uid-g", pod);
+		json_decref(pod);
+		struct member *m = gather_member(&g, "job-1", false);
+		assert_non_null(m);
+		const char *why = gather_member_why(m);
+		bool ok = steps[i].why[0] ? strstr(why, steps[i].why) != NULL : why[0] == '\0';
+		if (steps[i].why[0] && strcmp(steps[i].why, "report") == 0)
+			ok = why[0] && !strstr(why, "probe");
+		if (!ok)
+			fail_msg("step %zu: why '%s', not '%s'", i, why, steps[i].why);
+		if (i < 2) { /* the progress line says what the member says */
+			struct exchange_progress pg;
+			gather_progress(&g, "uid-g", "job-0", &pg);
+			if (i == 0 ? !strstr(pg.refused, "job-1: bad probe result") : pg.refused[0] != '\0')
+				fail_msg("step %zu: progress refused '%s'", i, pg.refused);
+		}
+	}
+	gather_free_members(&g);
+	free(rep);
+	free(pr);
+}
+
 /* The gatherer's own probe result of a round reaches its pod only with
  * its next write there, which may be the next round's, after it probed
  * that one too: a pod's probe result of an older round never replaces a
@@ -1142,6 +1211,7 @@ int main(void)
 		cmocka_unit_test(test_gatherer_counts_one_pod_per_index_and_probes_per_epoch),
 		cmocka_unit_test(test_missing_pods_are_listed_by_index),
 		cmocka_unit_test(test_gatherer_reads_pod_objects_from_a_table),
+		cmocka_unit_test(test_gatherer_forgets_a_refusal_once_the_text_is_readable),
 		cmocka_unit_test(test_gatherer_keeps_the_newest_probe_result),
 		cmocka_unit_test(test_gatherer_numbers_a_new_round_after_the_parts_out),
 		cmocka_unit_test(test_gatherer_counts_match_a_recount_after_any_events),
