@@ -45,17 +45,39 @@ static int api_error(np_error *err)
 	return -1;
 }
 
-/* The pods of a list, gathered page by page. */
+/* A list's items, gathered page by page, as every list of nicpick's:
+ * each answer, and what parsing it takes, is bounded by its limit
+ * (lib/k8s, k8s_page_max), whatever the job's size or the server's
+ * answer.  With `pods` (an object keyed by pod name), only the Events
+ * about those pods are kept: a busy namespace holds thousands of Events
+ * about other objects, each page of which is dropped once read, so what
+ * is kept is bounded by the job, not by the namespace. */
 struct pages {
+	const json_t *pods; /* NULL: keep every item */
 	json_t *items;
 	np_error *err;
 };
 
+static bool about_pods(const json_t *event, const json_t *pods)
+{
+	const json_t *io = json_object_get(event, "involvedObject");
+	const char *kind = json_string_value(json_object_get(io, "kind"));
+	const char *name = json_string_value(json_object_get(io, "name"));
+	return kind && strcmp(kind, "Pod") == 0 && name && json_object_get(pods, name);
+}
+
 static int add_page(json_t *list, void *ud)
 {
 	struct pages *p = ud;
-	if (json_array_extend(p->items, json_object_get(list, "items")) < 0)
-		return np_error_set(p->err, NP_EINTERNAL, 0, "out of memory");
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(list, "items"), i, e)
+	{
+		if (p->pods && !about_pods(e, p->pods))
+			continue;
+		if (json_array_append(p->items, e) < 0)
+			return np_error_set(p->err, NP_EINTERNAL, 0, "out of memory");
+	}
 	return 0;
 }
 
@@ -64,75 +86,40 @@ static void drop_pages(void *ud)
 	json_array_clear(((struct pages *)ud)->items);
 }
 
-/* In pages, as every list of nicpick's: each answer, and what parsing it
- * takes, is bounded by its limit (lib/k8s, k8s_page_max), whatever the
- * job's size or the server's answer.  The view reads each pod's spec and
- * status too: whole objects, not their metadata only. */
+static int list_paged(struct k8s_client *k, const struct k8s_list_query *q, const json_t *pods,
+		      json_t **items, np_error *err)
+{
+	struct pages p = { .pods = pods, .items = json_array(), .err = err };
+	if (!p.items)
+		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
+	if (k8s_list_paged(k, q, add_page, drop_pages, &p, NULL, err) < 0) {
+		json_decref(p.items);
+		return api_error(err);
+	}
+	*items = p.items;
+	return 0;
+}
+
+/* The view reads each pod's spec and status too: whole objects, not their
+ * metadata only. */
 static int list_pods(struct k8s_client *k, const char *ns, const char *sel, json_t **items,
 		     np_error *err)
 {
-	struct pages p = { .items = json_array(), .err = err };
-	if (!p.items)
-		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	if (k8s_list_pods_paged(k, ns, sel, NULL, K8S_LIST_PAGE, add_page, drop_pages, &p, NULL,
-				err) < 0) {
-		json_decref(p.items);
-		return api_error(err);
-	}
-	*items = p.items;
-	return 0;
+	const struct k8s_list_query q = { .prefix = "/api/v1", .resource = "pods", .ns = ns,
+					  .label_selector = sel, .limit = K8S_LIST_PAGE };
+	return list_paged(k, &q, NULL, items, err);
 }
 
-/* The Events about the pods in `pods` (an object keyed by pod name),
- * gathered page by page as the pods are: a busy namespace holds thousands
- * of Events about other objects, each page of which is dropped once read,
- * so what is kept is bounded by the job, not by the namespace. */
-struct pod_events {
-	const json_t *pods;
-	json_t *items;
-	np_error *err;
-};
-
-static int add_events(json_t *list, void *ud)
-{
-	struct pod_events *p = ud;
-	size_t i;
-	json_t *e;
-	json_array_foreach(json_object_get(list, "items"), i, e)
-	{
-		const json_t *io = json_object_get(e, "involvedObject");
-		const char *kind = json_string_value(json_object_get(io, "kind"));
-		const char *name = json_string_value(json_object_get(io, "name"));
-		if (!kind || strcmp(kind, "Pod") != 0 || !name || !json_object_get(p->pods, name))
-			continue;
-		if (json_array_append(p->items, e) < 0)
-			return np_error_set(p->err, NP_EINTERNAL, 0, "out of memory");
-	}
-	return 0;
-}
-
-static void drop_events(void *ud)
-{
-	json_array_clear(((struct pod_events *)ud)->items);
-}
-
+/* The Events about the pods in `pods`.  core/v1 Events select on
+ * involvedObject.kind (kubernetes/kubernetes@00b2d95c,
+ * pkg/registry/core/event/strategy.go, ToSelectableFields). */
 static int list_events(struct k8s_client *k, const char *ns, const json_t *pods, json_t **items,
 		       np_error *err)
 {
-	struct pod_events p = { .pods = pods, .items = json_array(), .err = err };
-	if (!p.items)
-		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
-	/* core/v1 Events select on involvedObject.kind (kubernetes/kubernetes@00b2d95c,
-	 * pkg/registry/core/event/strategy.go, ToSelectableFields). */
 	const struct k8s_list_query q = { .prefix = "/api/v1", .resource = "events", .ns = ns,
 					  .field_selector = "involvedObject.kind=Pod",
 					  .limit = K8S_LIST_PAGE };
-	if (k8s_list_paged(k, &q, add_events, drop_events, &p, NULL, err) < 0) {
-		json_decref(p.items);
-		return api_error(err);
-	}
-	*items = p.items;
-	return 0;
+	return list_paged(k, &q, pods, items, err);
 }
 
 /* The pods of a list, keyed by name. */
