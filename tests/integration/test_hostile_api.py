@@ -10,6 +10,7 @@ import pathlib
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -108,24 +109,52 @@ def run_nicpick(nicpick_bin, tls, server, tmp_path, timeout=6):
     return p, elapsed, maxrss_kib
 
 
+# A process's peak RSS (ru_maxrss) starts from its parent's: exec counts
+# the memory it replaces (fs/exec.c, exec_mmap, setmax_mm_hiwater_rss), and
+# a child of pytest (vfork, fork) replaces pytest's own, which another test
+# of the same session may have grown past any bound here (test_status.py
+# builds 80 MB of Events).  So nicpick is the child of a small launcher,
+# forked from it: its figure is nicpick's own peak, or the launcher's few
+# MiB if that were more.
+LAUNCH = r"""
+import os, signal, sys
+fd = int(sys.argv[1])
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    os.execv(sys.argv[3], sys.argv[3:])
+signal.signal(signal.SIGALRM, lambda *_: os.kill(pid, signal.SIGKILL))
+signal.setitimer(signal.ITIMER_REAL, float(sys.argv[2]))
+_, status, ru = os.wait4(pid, 0)
+os.write(fd, str(ru.ru_maxrss).encode())
+code = os.waitstatus_to_exitcode(status)
+if code < 0:  # killed: so is the launcher, by the same signal
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
 def run_measured(argv, timeout):
     """Run argv; its result (returncode, stdout, stderr) and its own peak RSS
-    in KiB (wait4: this child's, not the largest of the test process's
-    children)."""
+    in KiB (wait4 in LAUNCH: this process's, not what it was forked from)."""
+    r, w = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
         try:
-            _, status, ru = os.wait4(proc.pid, 0)
+            proc = subprocess.Popen([sys.executable, "-c", LAUNCH, str(w), str(timeout), *argv],
+                                    stdout=out, stderr=err, pass_fds=(w,))
         finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
+            os.close(w)
+        with os.fdopen(r, "rb") as f:
+            maxrss = f.read()
+        proc.wait()
         out.seek(0)
         proc.stdout = out.read().decode(errors="replace")
         err.seek(0)
         proc.stderr = err.read().decode(errors="replace")
-    return proc, ru.ru_maxrss
+    assert maxrss, f"the launcher reported no peak RSS: exit {proc.returncode}\n{proc.stderr}"
+    return proc, int(maxrss)
 
 
 def header(status, length=None, extra=""):
