@@ -247,23 +247,50 @@ static int own_probe(struct ex *x, long bytes, np_error *err)
 	return r;
 }
 
+/* A member of the round without parts: recreated since the decision
+ * (member_reset); NULL if none. */
+static const struct member *recreated(const struct gather *g, const char *self)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		const struct member *m = &g->m[i];
+		if (m->selected && m->n_parts == 0 && m->assigned_epoch != g->epoch &&
+		    strcmp(m->name, self) != 0)
+			return m;
+	}
+	return NULL;
+}
+
+/* 0: every pod probed the round; 1: the round is void (a pod recreated). */
 static int wait_probes(struct ex *x, np_error *err)
 {
 	x->g->phase = PH_PROBE;
+	int r = 0;
 	for (;;) {
 		x->g->need_assign = false;
-		if (watch(x, err) < 0)
-			return -1;
-		if (!x->g->need_assign)
-			return 0;
-		/* A pod restarted: hand the new incarnation its part again. */
-		if (gather_publish_round(x, NULL, true, err) < 0)
-			return -1;
+		if ((r = watch(x, err)) < 0 || !x->g->need_assign)
+			break;
+		/* A pod recreated since the decision (a new uid) lost its parts
+		 * with its old incarnation, and its report may differ (another
+		 * node, other addresses): the round is void.  Gather its report
+		 * and decide again. */
+		const struct member *m = recreated(x->g, x->name);
+		if (m) {
+			ex_log(x, EXCHANGE_WARN, "round %d: pod %s was recreated (uid %s); deciding again",
+			       x->g->epoch, m->name, m->uid ? m->uid : "unknown");
+			r = 1;
+			break;
+		}
+		/* Its part is not on the pod (an assignment that did not land,
+		 * or was overwritten): hand it out again. */
+		if ((r = gather_publish_round(x, NULL, true, err)) < 0)
+			break;
 	}
+	return r;
 }
 
 /* Hand out a round and probe it: every pod's part, the round's state,
- * this pod's own probe, then every other pod's result. */
+ * this pod's own probe, then every other pod's result.  1: the round is
+ * void and must be decided again (wait_probes). */
 static int run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err)
 {
 	struct gather *g = x->g;
@@ -294,10 +321,9 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	if (gather_publish_round(x, NULL, false, err) < 0)
 		return -1;
 	np_test_point("after-parts");
-	return gather_set_round(x, state, NULL, true, err) < 0 || own_probe(x, bytes, err) < 0 ||
-			       wait_probes(x, err) < 0
+	return gather_set_round(x, state, NULL, true, err) < 0 || own_probe(x, bytes, err) < 0
 		       ? -1
-		       : 0;
+		       : wait_probes(x, err);
 }
 
 int gather_decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err)
@@ -370,7 +396,8 @@ static void clear_parts(struct gather *g)
 		g->m[i].n_parts = 0;
 }
 
-/* Among tied top networks, which one has the best worst-case throughput? */
+/* Among tied top networks, which one has the best worst-case throughput?
+ * 1: the round was void (a pod recreated), to be measured again. */
 static int measure(struct ex *x, struct agree_options *opt, const struct agree_decision *d,
 		   np_error *err)
 {
@@ -400,8 +427,9 @@ static int measure(struct ex *x, struct agree_options *opt, const struct agree_d
 	snprintf(g->probe_status, sizeof(g->probe_status), "round %d: measuring throughput on %zu tied networks",
 		 g->epoch, nt);
 	ex_log(x, EXCHANGE_INFO, "%s", g->probe_status);
-	if (run_round(x, EXCHANGE_MEASURE, x->o->probe_throughput_bytes, err) < 0)
-		return -1;
+	int void_round = run_round(x, EXCHANGE_MEASURE, x->o->probe_throughput_bytes, err);
+	if (void_round != 0)
+		return void_round;
 	/* Worst case per network over the pods; a failed trial disqualifies it. */
 	double best = -1;
 	size_t best_i = 0;
@@ -536,6 +564,7 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			agree_decision_free(&d);
 			if (r < 0)
 				return err->status == NP_ENOCOMMON ? publish_failure(x, err) : -1;
+			measured = r == 0;
 			continue;
 		}
 		/* Every rail in one round: a part of each for every pod. */
@@ -552,9 +581,13 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			 nets, d.routed ? " (routed)" : "");
 		ex_log(x, EXCHANGE_INFO, "round %d: %zu pods on %s%s%s; probing the ring", g->epoch, d.n_pods,
 		       nets, d.routed ? " (routed)" : "", nr > 1 ? " (rails)" : "");
-		if (r < 0 || run_round(x, EXCHANGE_PROBE, 0, err) < 0) {
+		if (r == 0)
+			r = run_round(x, EXCHANGE_PROBE, 0, err);
+		if (r != 0) {
 			agree_decision_free(&d);
-			return -1;
+			if (r < 0)
+				return -1;
+			continue; /* a pod was recreated: its report, then decide again */
 		}
 		/* Every ring link of every rail must have passed; otherwise drop
 		 * the networks that failed and decide again. */

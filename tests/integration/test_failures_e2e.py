@@ -205,3 +205,55 @@ def test_a_follower_probing_a_silent_peer_stops_when_its_gatherer_is_deleted(mak
     assert took < 2.5, f"{took:.1f} s\n{diag(c)}"
     assert prober.proc.poll() is None, prober.describe()
     assert c.annotation(prober.name, "nicpick.io/probe") is None, prober.describe()
+
+
+def silence_probe_port(c, pod):
+    """pod's node drops the probe port: its ring neighbour's probe of it
+    waits up to 20 s for an answer that never comes."""
+    from test_agree_e2e import have
+    have("nft")
+    c.nft(pod.node, f"""table inet nicpick_e2e {{
+        chain input {{ type filter hook input priority 0; policy accept;
+            ip daddr {pod.node.fast_addr} tcp dport 29417 drop
+        }}
+    }}""")
+
+
+def recreate_and_restart(c, pod):
+    """The pod's container is killed and its object recreated (same name,
+    new uid), as a controller replaces a lost pod; its nicpick starts
+    again.  Returns the monotonic time it started."""
+    import time
+    pod.kill()
+    c.recreate_pod(pod)
+    t0 = time.monotonic()
+    pod.start(*COMMON, "--timeout", "60")
+    return t0
+
+
+def test_a_pod_recreated_while_the_ring_is_probed_is_in_the_next_round(make_cluster):
+    """A pod recreated while the round is probed (node 3 drops the probe
+    port, so job-w-2's probe of it holds the round open) lost its part with
+    its old uid, and its new report may differ: the gatherer decides again
+    with it, and the job agrees; the new pod is not handed a part without
+    parts."""
+    import time
+    c = make_cluster()
+    g, again, before, silent = c.pods
+    silence_probe_port(c, silent)
+    c.start_all(*COMMON, "--timeout", "60")
+    wait_for_log(again, f"probe {again.node.fast_addr} -> {before.node.fast_addr} on "
+                        f"{again.node.fast_if}: ok")
+    time.sleep(0.5)
+    recreate_and_restart(c, again)
+    wait_for_log(g, f"round 1: pod {again.name} was recreated (uid {again.uid}); deciding again",
+                 timeout=10)
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    nets = {p.name: C.decision_of(p)["agreement"]["network"] for p in c.pods}
+    assert len(set(nets.values())) == 1 and str(FAST_NET) not in nets.values(), nets
+    rep = json.loads(c.annotation(again.name, "nicpick.io/report"))
+    assert rep["uid"] == again.uid, rep
+    assert "bad assignment" not in again.stderr_text, again.describe()
+
+
