@@ -115,10 +115,6 @@ bool ex_probing_is(const struct ex_probing *p, const char *leader_uid, int epoch
 int ex_probing_result(const struct ex_probing *p, struct exchange_probe *out, char **json, np_error *err);
 /* Stops its probe under way, if any. */
 void ex_probing_free(struct ex_probing *p);
-/* The whole round at once, blocking (the gatherer's own probe). */
-int ex_probe_run(struct ex *x, const char *leader_uid, int epoch, const char *token,
-		 const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
-		 char **json, np_error *err);
 void ex_probe_servers_stop(struct ex *x);
 /* This pod's rails in the result, from the parts of its final round: the
  * first rail also in the result's own fields. */

@@ -219,32 +219,80 @@ static int build_reports(struct gather *g, struct agree_view **out, size_t *n)
 	return 0;
 }
 
-/* The gatherer runs its own probes inline, as a follower would, but does
- * not write the result on its pod at once: each write there is an event
+/* The gatherer's own probe runs beside its watch (gather_side), as a
+ * follower's does: while it waits for a neighbour that does not answer
+ * (up to EX_PROBE_WINDOW_MS) the gatherer goes on reading the pods' events,
+ * counting their results and handing a recreated pod its part again.  Its
+ * result is not written on its pod at once: each write there is an event
  * on every follower's watch, so it goes with the next write the gatherer
  * makes there anyway (publish.c: the round's end, or a progress line while
  * it waits).  No reader needs it sooner: the decision takes it from here,
  * and a follower waits for the round, not for this. */
-static int own_probe(struct ex *x, long bytes, np_error *err)
+static int own_probe_start(struct ex *x, long bytes, np_error *err)
 {
 	struct gather *g = x->g;
-	struct member *me = gather_member(g, x->name, false);
+	const struct member *me = gather_member(g, x->name, false);
 	if (!me)
 		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
+	ex_probing_free(x->probing);
+	x->probing = NULL;
+	return ex_probing_start(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, &x->probing,
+				err);
+}
+
+static void own_probe_stop(struct ex *x)
+{
+	ex_probing_free(x->probing);
+	x->probing = NULL;
+}
+
+/* The own probe is over: its result is this member's. */
+static int own_probe_done(struct ex *x, np_error *err)
+{
+	struct gather *g = x->g;
 	struct exchange_probe *pr = malloc(sizeof(*pr));
 	if (!pr)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	char *json = NULL;
-	int r = ex_probe_run(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, pr, &json, err);
-	me = gather_member(g, x->name, false);
+	int r = ex_probing_result(x->probing, pr, &json, err);
+	own_probe_stop(x);
+	struct member *me = r == 0 ? gather_member(g, x->name, false) : NULL;
+	if (r == 0 && !me)
+		r = np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
 	if (r == 0) {
 		gather_member_set_probe(g, me, pr);
 		free(g->probe_unsent);
 		g->probe_unsent = json;
+		json = NULL;
 		np_test_point("after-probe");
 	}
+	free(json);
 	free(pr);
 	return r;
+}
+
+/* Beside the watch, between its events: the own probe, until it is over;
+ * then the round may be complete, as after an event. */
+static int gather_side(void *ud, struct np_wait *w)
+{
+	struct ex *x = ud;
+	np_wait_none(w);
+	if (!x->probing)
+		return 0;
+	np_error e = { 0 };
+	int r = ex_probing_step(x, x->probing, w, &e);
+	if (r == 0)
+		return 0;
+	if (r < 0 || own_probe_done(x, &e) < 0) {
+		fail(x, &e);
+		x->stop = true;
+		return 1;
+	}
+	if (!x->g->relisting && gather_ready(x->g, x->name)) {
+		x->stop = true;
+		return 1;
+	}
+	return 0;
 }
 
 /* A member of the round without parts: recreated since the decision
@@ -264,6 +312,7 @@ static const struct member *recreated(const struct gather *g, const char *self)
 static int wait_probes(struct ex *x, np_error *err)
 {
 	x->g->phase = PH_PROBE;
+	x->watch_side = gather_side;
 	int r = 0;
 	for (;;) {
 		x->g->need_assign = false;
@@ -285,6 +334,7 @@ static int wait_probes(struct ex *x, np_error *err)
 		if ((r = gather_publish_round(x, NULL, true, err)) < 0)
 			break;
 	}
+	x->watch_side = NULL;
 	return r;
 }
 
@@ -321,9 +371,11 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	if (gather_publish_round(x, NULL, false, err) < 0)
 		return -1;
 	np_test_point("after-parts");
-	return gather_set_round(x, state, NULL, true, err) < 0 || own_probe(x, bytes, err) < 0
-		       ? -1
-		       : wait_probes(x, err);
+	int r = gather_set_round(x, state, NULL, true, err) < 0 || own_probe_start(x, bytes, err) < 0
+			? -1
+			: wait_probes(x, err);
+	own_probe_stop(x);
+	return r;
 }
 
 int gather_decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err)

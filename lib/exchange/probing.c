@@ -2,9 +2,9 @@
  * it has in the round, then probe the ring neighbour on each in turn and
  * check the route.  The listener counts only the round's token from the
  * expected neighbour, and no connection it holds outlives the exchange's
- * deadline.  The round never blocks (ex_probing_step): a follower runs it
- * beside its watch, so that the round's end reaches it while it probes;
- * the gatherer runs it to its end at once (ex_probe_run). */
+ * deadline.  The round never blocks (ex_probing_step): every pod, the
+ * gatherer too, runs it beside its watch, so that what happens meanwhile
+ * reaches it while it probes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,20 +207,4 @@ void ex_probing_free(struct ex_probing *p)
 		return;
 	probe_op_free(p->op);
 	free(p);
-}
-
-int ex_probe_run(struct ex *x, const char *leader_uid, int epoch, const char *token,
-		 const struct exchange_part *parts, size_t n, long bytes, struct exchange_probe *out,
-		 char **json, np_error *err)
-{
-	*json = NULL;
-	struct ex_probing *p;
-	int r = ex_probing_start(x, leader_uid, epoch, token, parts, n, bytes, &p, err);
-	struct np_wait w;
-	while (r == 0 && (r = ex_probing_step(x, p, &w, err)) == 0)
-		np_wait_block(&w, 1000);
-	if (r > 0)
-		r = ex_probing_result(p, out, json, err);
-	ex_probing_free(p);
-	return r < 0 ? -1 : 0;
 }

@@ -257,3 +257,34 @@ def test_a_pod_recreated_while_the_ring_is_probed_is_in_the_next_round(make_clus
     assert "bad assignment" not in again.stderr_text, again.describe()
 
 
+def test_the_gatherer_probing_a_silent_peer_still_reads_its_watch(make_cluster):
+    """The gatherer's own probe waits up to 20 s for a neighbour that never
+    answers (node 1 drops the probe port).  It runs beside the gatherer's
+    watch, as a follower's does: a pod recreated meanwhile is seen at once,
+    the round decided again and the new pod probes its new part within
+    seconds, while the gatherer's probe of that neighbour has not ended."""
+    import time
+    c = make_cluster()
+    g, silent, again, after = c.pods
+    silence_probe_port(c, silent)
+    c.start_all(*COMMON, "--timeout", "60")
+    probed = f"probe {again.node.fast_addr} -> {after.node.fast_addr} on {again.node.fast_if}: ok"
+    wait_for_log(again, probed)
+    time.sleep(0.5)
+    t0 = recreate_and_restart(c, again)
+    wait_for_log(again, probed, timeout=15)
+    took = time.monotonic() - t0
+    print(f"the recreated pod probed its part {took:.2f} s after it started")
+    g._err.flush()
+    with open(g._err.name) as f:
+        gatherer_log = f.read()
+    assert f"probe {g.node.fast_addr} -> {silent.node.fast_addr}" not in gatherer_log, \
+        f"the gatherer's own probe ended first\n{diag(c)}"
+    assert g.proc.poll() is None, g.describe()
+    assert took < 5, f"{took:.1f} s\n{diag(c)}"
+    assert f"round 1: pod {again.name} was recreated (uid {again.uid}); deciding again" \
+        in gatherer_log, gatherer_log
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    nets = {p.name: C.decision_of(p)["agreement"]["network"] for p in c.pods}
+    assert len(set(nets.values())) == 1 and str(FAST_NET) not in nets.values(), nets
