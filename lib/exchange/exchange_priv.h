@@ -115,6 +115,8 @@ bool ex_probing_is(const struct ex_probing *p, const char *leader_uid, int epoch
 int ex_probing_result(const struct ex_probing *p, struct exchange_probe *out, char **json, np_error *err);
 /* Stops its probe under way, if any. */
 void ex_probing_free(struct ex_probing *p);
+/* This pod's probe (x->probing) stopped and gone; none is fine. */
+void ex_probing_stop(struct ex *x);
 void ex_probe_servers_stop(struct ex *x);
 /* This pod's rails in the result, from the parts of its final round: the
  * first rail also in the result's own fields. */

@@ -163,23 +163,17 @@ static int probe_start(struct ex *x, np_error *err)
 				err);
 }
 
-static void probe_stop(struct ex *x)
-{
-	ex_probing_free(x->probing);
-	x->probing = NULL;
-}
-
 /* The probe is over: publish what it found, and the part is probed. */
 static int probe_publish(struct ex *x, np_error *err)
 {
 	const struct exchange_assignment *a = &x->f.assign;
 	char *json = NULL;
 	if (!ex_probing_is(x->probing, a->leader, a->epoch, a->token)) {
-		probe_stop(x); /* the part changed meanwhile: step() starts it */
+		ex_probing_stop(x); /* the part changed meanwhile: step() starts it */
 		return 0;
 	}
 	int r = ex_probing_result(x->probing, NULL, &json, err);
-	probe_stop(x);
+	ex_probing_stop(x);
 	if (r == 0)
 		r = ex_annotate_self(x, EXCHANGE_ANN_PROBE, json, err);
 	free(json);
@@ -208,7 +202,7 @@ static int step(struct ex *x)
 			[FOLLOW_FAIL] = "the job failed",
 		};
 		ex_log(x, EXCHANGE_INFO, "probe stopped before its end: %s", why[act]);
-		probe_stop(x);
+		ex_probing_stop(x);
 	}
 	switch (act) {
 	case FOLLOW_WAIT:
@@ -380,7 +374,7 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	x->watch_side = follower_side;
 	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
 	x->watch_side = NULL;
-	probe_stop(x);
+	ex_probing_stop(x);
 	free(sel);
 	if (r < 0) {
 		if (!x->failed && ex_past_deadline(x)) {

@@ -234,16 +234,9 @@ static int own_probe_start(struct ex *x, long bytes, np_error *err)
 	const struct member *me = gather_member(g, x->name, false);
 	if (!me)
 		return np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
-	ex_probing_free(x->probing);
-	x->probing = NULL;
+	ex_probing_stop(x);
 	return ex_probing_start(x, x->uid, g->epoch, g->token, me->parts, me->n_parts, bytes, &x->probing,
 				err);
-}
-
-static void own_probe_stop(struct ex *x)
-{
-	ex_probing_free(x->probing);
-	x->probing = NULL;
 }
 
 /* The own probe is over: its result is this member's. */
@@ -255,7 +248,7 @@ static int own_probe_done(struct ex *x, np_error *err)
 		return np_error_set(err, NP_EINTERNAL, 0, "out of memory");
 	char *json = NULL;
 	int r = ex_probing_result(x->probing, pr, &json, err);
-	own_probe_stop(x);
+	ex_probing_stop(x);
 	struct member *me = r == 0 ? gather_member(g, x->name, false) : NULL;
 	if (r == 0 && !me)
 		r = np_error_set(err, NP_EINTERNAL, 0, "the gatherer %s is not a member", x->name);
@@ -374,7 +367,7 @@ static int run_round(struct ex *x, enum exchange_state state, long bytes, np_err
 	int r = gather_set_round(x, state, NULL, true, err) < 0 || own_probe_start(x, bytes, err) < 0
 			? -1
 			: wait_probes(x, err);
-	own_probe_stop(x);
+	ex_probing_stop(x);
 	return r;
 }
 

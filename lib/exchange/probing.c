@@ -208,3 +208,9 @@ void ex_probing_free(struct ex_probing *p)
 	probe_op_free(p->op);
 	free(p);
 }
+
+void ex_probing_stop(struct ex *x)
+{
+	ex_probing_free(x->probing);
+	x->probing = NULL;
+}
