@@ -222,7 +222,7 @@ static int build_reports(struct gather *g, struct agree_view **out, size_t *n)
 /* The gatherer's own probe runs beside its watch (gather_side), as a
  * follower's does: while it waits for a neighbour that does not answer
  * (up to EX_PROBE_WINDOW_MS) the gatherer goes on reading the pods' events,
- * counting their results and handing a recreated pod its part again.  Its
+ * counting their results and noticing a pod replaced meanwhile.  Its
  * result is not written on its pod at once: each write there is an event
  * on every follower's watch, so it goes with the next write the gatherer
  * makes there anyway (publish.c: the round's end, or a progress line while
@@ -288,9 +288,9 @@ static int gather_side(void *ud, struct np_wait *w)
 	return 0;
 }
 
-/* A member of the round without parts: recreated since the decision
- * (member_reset); NULL if none. */
-static const struct member *recreated(const struct gather *g, const char *self)
+/* A member of the round without parts: a pod recreated (member_reset) or
+ * new since the decision; NULL if none. */
+static const struct member *replaced(const struct gather *g, const char *self)
 {
 	for (size_t i = 0; i < g->n; i++) {
 		const struct member *m = &g->m[i];
@@ -301,7 +301,7 @@ static const struct member *recreated(const struct gather *g, const char *self)
 	return NULL;
 }
 
-/* 0: every pod probed the round; 1: the round is void (a pod recreated). */
+/* 0: every pod probed the round; 1: the round is void (a pod replaced). */
 static int wait_probes(struct ex *x, np_error *err)
 {
 	x->g->phase = PH_PROBE;
@@ -311,13 +311,17 @@ static int wait_probes(struct ex *x, np_error *err)
 		x->g->need_assign = false;
 		if ((r = watch(x, err)) < 0 || !x->g->need_assign)
 			break;
-		/* A pod recreated since the decision (a new uid) lost its parts
-		 * with its old incarnation, and its report may differ (another
-		 * node, other addresses): the round is void.  Gather its report
+		/* A pod recreated since the decision (a new uid), or a new pod
+		 * in the place of one (a new name, the same job index, as the
+		 * Job controller replaces a pod of an Indexed Job): its parts
+		 * were the old pod's, and its report may differ (another node,
+		 * other addresses), so the round is void.  Gather its report
 		 * and decide again. */
-		const struct member *m = recreated(x->g, x->name);
+		const struct member *m = replaced(x->g, x->name);
 		if (m) {
-			ex_log(x, EXCHANGE_WARN, "round %d: pod %s was recreated (uid %s); deciding again",
+			ex_log(x, EXCHANGE_WARN,
+			       "round %d: pod %s (uid %s) is not the pod the round was decided with; "
+			       "deciding again",
 			       x->g->epoch, m->name, m->uid ? m->uid : "unknown");
 			r = 1;
 			break;
@@ -442,7 +446,7 @@ static void clear_parts(struct gather *g)
 }
 
 /* Among tied top networks, which one has the best worst-case throughput?
- * 1: the round was void (a pod recreated), to be measured again. */
+ * 1: the round was void (a pod replaced), to be measured again. */
 static int measure(struct ex *x, struct agree_options *opt, const struct agree_decision *d,
 		   np_error *err)
 {
@@ -632,7 +636,7 @@ static int rounds(struct ex *x, struct exchange_result *res, np_error *err)
 			agree_decision_free(&d);
 			if (r < 0)
 				return -1;
-			continue; /* a pod was recreated: its report, then decide again */
+			continue; /* a pod was replaced: its report, then decide again */
 		}
 		/* Every ring link of every rail must have passed; otherwise drop
 		 * the networks that failed and decide again. */

@@ -219,41 +219,56 @@ def silence_probe_port(c, pod):
     }}""")
 
 
-def recreate_and_restart(c, pod):
-    """The pod's container is killed and its object recreated (same name,
-    new uid), as a controller replaces a lost pod; its nicpick starts
-    again.  Returns the monotonic time it started."""
+def recreate_and_restart(c, pod, new_name=None):
+    """The pod's container is killed and its object replaced, as a
+    controller replaces a lost pod: recreated under the same name with a
+    new uid (a PyTorchJob's operator), or, with new_name, a new pod of the
+    same job index (the Job controller's Indexed Job pods are named
+    JOB-INDEX-RANDOM).  Its nicpick starts again.  Returns the monotonic
+    time it started."""
     import time
     pod.kill()
-    c.recreate_pod(pod)
+    if new_name:
+        c.server.delete_object(C.NAMESPACE, pod.name)
+        pod.name = new_name
+        pod.uid = c.server.create_pod(C.NAMESPACE, pod.object())["metadata"]["uid"]
+    else:
+        c.recreate_pod(pod)
     t0 = time.monotonic()
     pod.start(*COMMON, "--timeout", "60")
     return t0
 
 
-def test_a_pod_recreated_while_the_ring_is_probed_is_in_the_next_round(make_cluster):
-    """A pod recreated while the round is probed (node 3 drops the probe
-    port, so job-w-2's probe of it holds the round open) lost its part with
-    its old uid, and its new report may differ: the gatherer decides again
-    with it, and the job agrees; the new pod is not handed a part without
-    parts."""
+def replaced_line(pod):
+    """What the gatherer logs when pod replaced one of round 1."""
+    return (f"round 1: pod {pod.name} (uid {pod.uid}) is not the pod the round was decided "
+            f"with; deciding again")
+
+
+@pytest.mark.parametrize("new_name", [None, "job-w-1-x7k2p"], ids=["same-name", "new-name"])
+def test_a_pod_replaced_while_the_ring_is_probed_is_in_the_next_round(make_cluster, new_name):
+    """A pod replaced while the round is probed (node 3 drops the probe
+    port, so job-w-2's probe of it holds the round open), under its name
+    or under a new one with the same job index: its part was the old pod's,
+    and its report may differ, so the gatherer decides again with it and
+    the job agrees.  Before, the new pod was handed a part without parts
+    and exited 1 ("bad assignment")."""
     import time
     c = make_cluster()
-    g, again, before, silent = c.pods
+    g, again, nxt, silent = c.pods
     silence_probe_port(c, silent)
     c.start_all(*COMMON, "--timeout", "60")
-    wait_for_log(again, f"probe {again.node.fast_addr} -> {before.node.fast_addr} on "
+    wait_for_log(again, f"probe {again.node.fast_addr} -> {nxt.node.fast_addr} on "
                         f"{again.node.fast_if}: ok")
     time.sleep(0.5)
-    recreate_and_restart(c, again)
-    wait_for_log(g, f"round 1: pod {again.name} was recreated (uid {again.uid}); deciding again",
-                 timeout=10)
+    recreate_and_restart(c, again, new_name)
+    wait_for_log(g, replaced_line(again), timeout=10)
     c.wait_all(timeout=90)
     assert_all_exit(c, 0)
     nets = {p.name: C.decision_of(p)["agreement"]["network"] for p in c.pods}
     assert len(set(nets.values())) == 1 and str(FAST_NET) not in nets.values(), nets
     rep = json.loads(c.annotation(again.name, "nicpick.io/report"))
-    assert rep["uid"] == again.uid, rep
+    assert rep["uid"] == again.uid and rep["pod"] == again.name, rep
     assert "bad assignment" not in again.stderr_text, again.describe()
 
 
@@ -282,8 +297,7 @@ def test_the_gatherer_probing_a_silent_peer_still_reads_its_watch(make_cluster):
         f"the gatherer's own probe ended first\n{diag(c)}"
     assert g.proc.poll() is None, g.describe()
     assert took < 5, f"{took:.1f} s\n{diag(c)}"
-    assert f"round 1: pod {again.name} was recreated (uid {again.uid}); deciding again" \
-        in gatherer_log, gatherer_log
+    assert replaced_line(again) in gatherer_log, gatherer_log
     c.wait_all(timeout=90)
     assert_all_exit(c, 0)
     nets = {p.name: C.decision_of(p)["agreement"]["network"] for p in c.pods}
