@@ -303,9 +303,12 @@ class Cluster:
             self.pods.append(pod)
         return self.pods
 
-    def recreate_pod(self, pod):
-        """Delete the pod object and create it again: same name, new uid."""
+    def recreate_pod(self, pod, new_name=None):
+        """Delete the pod object and create it again: same name (or
+        new_name, the same job index), new uid."""
         self.server.delete_object(NAMESPACE, pod.name)
+        if new_name:
+            pod.name = new_name
         pod.uid = self.server.create_pod(NAMESPACE, pod.object())["metadata"]["uid"]
         return pod.uid
 

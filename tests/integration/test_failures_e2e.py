@@ -142,20 +142,26 @@ def test_a_gatherer_stopped_by_sigterm_ends_its_followers_at_once(make_cluster):
 
 
 
+def silence_probe_port(c, pod):
+    """pod's node drops the probe port: its ring neighbour's probe of it
+    waits up to 20 s for an answer that never comes."""
+    from test_agree_e2e import have
+    have("nft")
+    c.nft(pod.node, f"""table inet nicpick_e2e {{
+        chain input {{ type filter hook input priority 0; policy accept;
+            ip daddr {pod.node.fast_addr} tcp dport 29417 drop
+        }}
+    }}""")
+
+
 def start_probing_a_silent_peer(c):
     """Node c drops the probe port: job-w-1's probe of its ring neighbour
     job-w-2 waits up to 20 s for an answer that never comes.  Returns the
     gatherer and that prober once the round is out and the gatherer has
     probed its own neighbour."""
     import time
-    from test_agree_e2e import have
-    have("nft")
     g, prober, silent = c.pods[0], c.pods[1], c.pods[2]
-    c.nft(silent.node, f"""table inet nicpick_e2e {{
-        chain input {{ type filter hook input priority 0; policy accept;
-            ip daddr {silent.node.fast_addr} tcp dport 29417 drop
-        }}
-    }}""")
+    silence_probe_port(c, silent)
     c.start_all(*COMMON, "--timeout", "60")
     wait_for_log(g, f"probe {g.node.fast_addr} -> {prober.node.fast_addr} on {g.node.fast_if}: ok")
     time.sleep(1)
@@ -207,18 +213,6 @@ def test_a_follower_probing_a_silent_peer_stops_when_its_gatherer_is_deleted(mak
     assert c.annotation(prober.name, "nicpick.io/probe") is None, prober.describe()
 
 
-def silence_probe_port(c, pod):
-    """pod's node drops the probe port: its ring neighbour's probe of it
-    waits up to 20 s for an answer that never comes."""
-    from test_agree_e2e import have
-    have("nft")
-    c.nft(pod.node, f"""table inet nicpick_e2e {{
-        chain input {{ type filter hook input priority 0; policy accept;
-            ip daddr {pod.node.fast_addr} tcp dport 29417 drop
-        }}
-    }}""")
-
-
 def recreate_and_restart(c, pod, new_name=None):
     """The pod's container is killed and its object replaced, as a
     controller replaces a lost pod: recreated under the same name with a
@@ -228,12 +222,7 @@ def recreate_and_restart(c, pod, new_name=None):
     time it started."""
     import time
     pod.kill()
-    if new_name:
-        c.server.delete_object(C.NAMESPACE, pod.name)
-        pod.name = new_name
-        pod.uid = c.server.create_pod(C.NAMESPACE, pod.object())["metadata"]["uid"]
-    else:
-        c.recreate_pod(pod)
+    c.recreate_pod(pod, new_name)
     t0 = time.monotonic()
     pod.start(*COMMON, "--timeout", "60")
     return t0
