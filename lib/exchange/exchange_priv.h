@@ -95,6 +95,9 @@ const char *ex_label(const json_t *pod, const char *key);
 int ex_patch_annotations(struct ex *x, const char *pod, json_t *annotations, np_error *err);
 /* Write one message (JSON text) as an annotation of this pod. */
 int ex_annotate_self(struct ex *x, const char *key, const char *json, np_error *err);
+/* The exchange has failed with e: its watch callbacks stop on x->failed,
+ * and ex_watch returns e. */
+void ex_fail(struct ex *x, const np_error *e);
 /* The exchange's deadline has come (an error now is because of it). */
 bool ex_past_deadline(const struct ex *x);
 int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_watch_cb cb,

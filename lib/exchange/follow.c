@@ -75,12 +75,6 @@ static char *pair_selector(struct ex *x, np_error *err)
 	return out;
 }
 
-static void fail(struct ex *x, const np_error *e)
-{
-	x->err = *e;
-	x->failed = true;
-}
-
 /* The round on the gatherer's pod is the one this pod's part belongs to:
  * the same incarnation of the gatherer, the same epoch. */
 static bool round_is(const struct follow_state *s, enum exchange_state state)
@@ -211,11 +205,11 @@ static int step(struct ex *x)
 		x->done = true;
 		return 1;
 	case FOLLOW_FAIL:
-		fail(x, &e);
+		ex_fail(x, &e);
 		return 1;
 	case FOLLOW_PROBE:
 		if (!x->probing && probe_start(x, &e) < 0) {
-			fail(x, &e);
+			ex_fail(x, &e);
 			return 1;
 		}
 		return 0;
@@ -236,7 +230,7 @@ static int follower_side(void *ud, struct np_wait *w)
 	if (r == 0)
 		return 0;
 	if (r < 0 || probe_publish(x, &e) < 0)
-		fail(x, &e);
+		ex_fail(x, &e);
 	if (x->failed || step(x)) {
 		x->stop = true;
 		return 1;
@@ -248,7 +242,7 @@ static int follower_side(void *ud, struct np_wait *w)
 static bool unreadable(struct ex *x, np_error *e, const char *key, const char *pod)
 {
 	np_error_wrap(e, "%s on pod %s", key, pod);
-	fail(x, e);
+	ex_fail(x, e);
 	return false;
 }
 
@@ -269,7 +263,7 @@ static void see(struct ex *x, enum k8s_watch_type type, json_t *pod)
 		if (type == K8S_WATCH_DELETED) {
 			np_error e = { 0 };
 			np_error_set(&e, NP_EK8S, 0, "this pod was deleted while it waited");
-			fail(x, &e);
+			ex_fail(x, &e);
 			return;
 		}
 		const char *a = ex_annotation(pod, EXCHANGE_ANN_ASSIGN);

@@ -94,12 +94,6 @@ int gather_check_count(struct gather *g, np_error *err)
 			    n, g->expect);
 }
 
-static void fail(struct ex *x, const np_error *e)
-{
-	x->err = *e;
-	x->failed = true;
-}
-
 static void gather_tick_publish(struct ex *x, bool log);
 
 static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
@@ -137,12 +131,12 @@ static int gather_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 		return 0; /* the rest of the list is still to come */
 	np_error e = { 0 };
 	if (x->has_rival) {
-		fail(x, &x->rival);
+		ex_fail(x, &x->rival);
 		x->stop = true;
 		return 1;
 	}
 	if (gather_check_count(g, &e) < 0) {
-		fail(x, &e);
+		ex_fail(x, &e);
 		x->stop = true;
 		return 1;
 	}
@@ -277,7 +271,7 @@ static int gather_side(void *ud, struct np_wait *w)
 	if (r == 0)
 		return 0;
 	if (r < 0 || own_probe_done(x, &e) < 0) {
-		fail(x, &e);
+		ex_fail(x, &e);
 		x->stop = true;
 		return 1;
 	}

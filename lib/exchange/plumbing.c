@@ -74,6 +74,12 @@ int ex_annotate_self(struct ex *x, const char *key, const char *json, np_error *
 	return ex_patch_annotations(x, x->name, a, err);
 }
 
+void ex_fail(struct ex *x, const np_error *e)
+{
+	x->err = *e;
+	x->failed = true;
+}
+
 /* The API client's timers may fire a little before the clock reaches the
  * deadline: what ends that close to it ended because of it. */
 #define EX_DEADLINE_SLACK_MS 250
