@@ -186,6 +186,15 @@ int gather_rail_assign(struct ex *x, const struct agree_rail *rail, bool append,
 int gather_decide(struct ex *x, struct agree_options *opt, struct agree_decision *d, np_error *err);
 void gather_fill_result(struct ex *x, struct agree_decision *d, struct exchange_result *res);
 
+/* gather.c: watch the job's pods until the phase's wait is over (0), the
+ * watch fails or the deadline comes (-1, err says which). */
+int gather_watch(struct ex *x, np_error *err);
+
+/* round.c: hand out a round of `state` (bytes a part to send in a
+ * throughput round) and probe it: 0 every pod probed it, 1 the round is
+ * void (a pod was replaced since the decision: decide again), -1 error. */
+int gather_run_round(struct ex *x, enum exchange_state state, long bytes, np_error *err);
+
 /* resume.c: a restarted gatherer container (same pod, same uid) goes on
  * from the round it published (gather_resume, at the start); a final
  * round that it finds stands if the same reports decide it again
