@@ -125,10 +125,13 @@ void outputs_remove_flat_dir(int dfd, const char *name);
  * on an flock of DIR/.nicpick.lock (refused after 10 s, or at deadline_ms,
  * a CLOCK_MONOTONIC time in ms, if that comes first; 0: none).  A directory an
  * earlier nicpick filled with plain files is adopted as the set in force
- * first (hard links).  On failure the set in force is unchanged.  Errors
- * name the path and the OS error: "cannot write /x/decision-ID/nccl.env:
+ * first (hard links).  On failure the set in force is unchanged, and a
+ * directory that had none is left as it was: without the links, and
+ * without the lock file if this call made it (the directories made for
+ * dir are added to made, may be NULL, for outputs_unmake).  Errors name
+ * the path and the OS error: "cannot write /x/decision-ID/nccl.env:
  * Permission denied". */
 int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
-		  int64_t deadline_ms, np_error *err);
+		  int64_t deadline_ms, struct outputs_made *made, np_error *err);
 
 #endif

@@ -85,21 +85,59 @@ void outputs_new_id(char id[OUTPUTS_ID_MAX])
 	snprintf(id + n, OUTPUTS_ID_MAX - n, "-%08x", rnd);
 }
 
+/* The lock file, opened; *created when this call made it.  Read-only:
+ * flock needs no more, and a lock file another user made stays usable. */
+static int open_lock(int dfd, bool *created)
+{
+	for (int tries = 0;; tries++) {
+		int fd = openat(dfd, LOCK_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd >= 0 || errno != ENOENT) {
+			*created = false;
+			return fd;
+		}
+		fd = openat(dfd, LOCK_NAME, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+			    OUT_FILE_MODE);
+		if (fd >= 0 || errno != EEXIST || tries >= 8) {
+			*created = fd >= 0;
+			return fd;
+		}
+		/* another run made it between the two opens: open theirs */
+	}
+}
+
+/* Whether fd is still the file DIR/.nicpick.lock names: a run that made
+ * the lock and failed before any set was in force removes it again
+ * (undo_first), so one that waited on the removed file takes the lock
+ * anew. */
+static bool lock_current(int dfd, int fd)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && fstatat(dfd, LOCK_NAME, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* The lock that makes writers to one directory take turns.  Bounded: a
  * holder that never lets go is refused with a line naming the lock. */
-static int take_lock(int dfd, const char *dir, int64_t deadline_ms, np_error *err)
+static int take_lock(int dfd, const char *dir, int64_t deadline_ms, bool *created, np_error *err)
 {
 	int64_t until = np_now_ms() + LOCK_WAIT_MS;
 	bool cut = deadline_ms > 0 && deadline_ms < until;
 	if (cut)
 		until = deadline_ms;
-	/* read-only: flock needs no more, and a lock file another user made stays usable */
-	int fd = openat(dfd, LOCK_NAME, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, OUT_FILE_MODE);
+	int fd = open_lock(dfd, created);
 	if (fd < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir, LOCK_NAME);
 	for (;;) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			return fd;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			if (lock_current(dfd, fd))
+				return fd;
+			close(fd);
+			fd = open_lock(dfd, created);
+			if (fd < 0)
+				return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir,
+						    LOCK_NAME);
+			continue;
+		}
 		int e = errno;
 		if (e != EWOULDBLOCK && e != EINTR) {
 			close(fd);
@@ -288,6 +326,27 @@ static int make_links(int dfd, const char *dir, np_error *err)
 	return 0;
 }
 
+/* A failed write where no set was in force before, and none is now (a
+ * full disk, most often): the links it made point nowhere, and the lock
+ * file, if this run made it, is all that would be left of it.  Both go,
+ * under the lock, so that the directory is as the run found it (and one
+ * that the run made can be removed, lib/outputs/dir.c). */
+static void undo_first(int dfd, bool lock_created)
+{
+	struct stat st;
+	if (fstatat(dfd, CURRENT, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		return;
+	for (size_t i = 0; i < N_SET; i++) {
+		char want[64], have[64];
+		snprintf(want, sizeof(want), "%s/%s", CURRENT, set_names[i]);
+		ssize_t n = readlinkat(dfd, set_names[i], have, sizeof(have) - 1);
+		if (n >= 0 && (have[n] = '\0', !strcmp(have, want)))
+			unlinkat(dfd, set_names[i], 0);
+	}
+	if (lock_created)
+		unlinkat(dfd, LOCK_NAME, 0);
+}
+
 /* A directory where one of the documented paths must go: refused before
  * anything changes. */
 static int check_names(int dfd, const char *dir, np_error *err)
@@ -363,7 +422,7 @@ static char *render_json_with_id(const json_t *decision, const char *id)
 }
 
 int outputs_write(const char *dir, const struct outputs_env *env, const json_t *decision,
-		  int64_t deadline_ms, np_error *err)
+		  int64_t deadline_ms, struct outputs_made *made, np_error *err)
 {
 	if (!dir || !*dir)
 		return np_error_set(err, NP_EUSAGE, 0, "no output directory given");
@@ -380,7 +439,7 @@ int outputs_write(const char *dir, const struct outputs_env *env, const json_t *
 	if (outputs_render_conf(&e, &conf_text, err) < 0)
 		return -1;
 
-	if (outputs_mkdir_p(dir, NULL, err) < 0)
+	if (outputs_mkdir_p(dir, made, err) < 0)
 		return -1;
 	struct out_file files[N_SET] = {
 		{ .name = set_names[0], .data = env_text, .len = strlen(env_text) },
@@ -398,8 +457,13 @@ int outputs_write(const char *dir, const struct outputs_env *env, const json_t *
 	cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s", dir);
-	cleanup_close int lock = take_lock(dfd, dir, deadline_ms, err);
+	bool lock_created = false;
+	cleanup_close int lock = take_lock(dfd, dir, deadline_ms, &lock_created, err);
 	if (lock < 0)
 		return -1;
-	return write_locked(dfd, dir, e.decision_id, files, err);
+	if (write_locked(dfd, dir, e.decision_id, files, err) < 0) {
+		undo_first(dfd, lock_created);
+		return -1;
+	}
+	return 0;
 }

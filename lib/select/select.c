@@ -451,7 +451,8 @@ static int write_outputs(struct run *x, np_error *err)
 	 * pod name the set this run wrote. */
 	if (o->out_dir && !x->env.decision_id[0])
 		outputs_new_id(x->env.decision_id);
-	if (o->out_dir && outputs_write(o->out_dir, &x->env, r->decision, o->ctx.deadline_ms, err) < 0)
+	if (o->out_dir && outputs_write(o->out_dir, &x->env, r->decision, o->ctx.deadline_ms,
+				      x->cx.made, err) < 0)
 		return -1;
 	return 0;
 }

@@ -212,3 +212,94 @@ def test_a_lock_file_another_user_made_does_not_refuse_the_run(nicpick_bin, tmp_
         assert len(documented(out)) == 3
     finally:
         shutil.rmtree(base)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """make(inodes): a fresh tmpfs of that many inodes, a node's disk that
+    fills up at a chosen step of the write (mounting needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    mounted = []
+
+    def make(inodes):
+        d = tmp_path / f"disk{len(mounted)}"
+        d.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"nr_inodes={inodes},size=1m", "np-full",
+                        str(d)], check=True, capture_output=True, timeout=30)
+        mounted.append(d)
+        return d
+
+    yield make
+    for d in mounted:
+        subprocess.run(["umount", str(d)], capture_output=True, timeout=30)
+
+
+def tree(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+
+
+def fill_at_every_step(nicpick_bin, small_disk, prepare):
+    """Run on disks of 2, 3, ... inodes until one is large enough: every
+    run before it failed at one more step of the write.  Returns
+    [(stderr, tree before, tree after)] of the failed runs."""
+    failed = []
+    for inodes in range(2, 24):
+        disk = small_disk(inodes)
+        out = disk / "a" / "b"
+        try:
+            prepare(out)
+        except OSError:
+            continue  # the disk cannot even hold what the test puts there first
+        before = tree(disk)
+        p = run(nicpick_bin, out)
+        if p.returncode == 0:
+            return failed
+        assert p.returncode == 1, p.stderr
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("nicpick: error:")]
+        assert len(lines) == 1 and "No space left on device" in lines[0], p.stderr
+        failed.append((lines[0], before, tree(disk)))
+    pytest.fail("no disk of up to 23 inodes took the output set")
+
+
+def assert_every_step_failed(failed):
+    """The failures reached each kind of step: the lock, the set's
+    directory, a file of it, a link to it, and `current`."""
+    said = " ".join(e for e, _, _ in failed)
+    for what in (".nicpick.lock", "cannot create directory", "/nccl.conf:", "/decision.json:",
+                 "/current:"):
+        assert what in said, f"no run failed at {what}: {said}"
+
+
+def test_a_full_disk_leaves_no_out_dir_of_its_own(nicpick_bin, small_disk):
+    """The out dir nicpick had to make (a/b), on a disk that fills up at
+    any step of the write: the run exits 1 naming the path and ENOSPC,
+    and takes back everything it made, the lock file and the links
+    included, so the disk is as it was."""
+    failed = fill_at_every_step(nicpick_bin, small_disk, lambda out: None)
+    assert_every_step_failed(failed)
+    for err, before, after in failed:
+        assert after == before == [], f"{err}: left {after}"
+
+
+def test_a_full_disk_leaves_an_empty_volume_empty(nicpick_bin, small_disk):
+    """The out dir a pod's emptyDir gives it, empty: a failed write leaves
+    it empty (no lock file, no links pointing nowhere)."""
+    failed = fill_at_every_step(nicpick_bin, small_disk, lambda out: out.mkdir(parents=True))
+    assert_every_step_failed(failed)
+    for err, before, after in failed:
+        assert after == before == ["a", "a/b"], f"{err}: left {after}"
+
+
+def test_a_full_disk_leaves_the_set_in_force(nicpick_bin, small_disk):
+    """A disk just large enough for one set: the next run fails, and the
+    set in force, every file of the directory, stays as it was."""
+    failed = fill_at_every_step(nicpick_bin, small_disk, lambda out: None)
+    disk = small_disk(len(failed) + 2)  # the first count that took a set
+    out = disk / "a" / "b"
+    assert run(nicpick_bin, out).returncode == 0
+    first, before = set_id(out), tree(disk)
+    p = run(nicpick_bin, out)
+    assert p.returncode == 1 and "No space left on device" in p.stderr, p.stderr
+    assert set_id(out) == first
+    assert tree(disk) == before

@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "outputs/outputs.h"
@@ -437,7 +439,7 @@ static void test_write_creates_all_three(void **state)
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	json_t *d = sample_decision();
 	mode_t old = umask(077);
-	int rc = outputs_write(dir, &env, d, 0, &err);
+	int rc = outputs_write(dir, &env, d, 0, NULL, &err);
 	umask(old);
 	if (rc < 0)
 		fail_msg("%s", err.msg);
@@ -489,7 +491,7 @@ static void test_write_creates_all_three(void **state)
 	c.ifaces[0] = "eth2";
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	d = sample_decision();
-	assert_int_equal(outputs_write(dir, &env, d, 0, &err), 0);
+	assert_int_equal(outputs_write(dir, &env, d, 0, NULL, &err), 0);
 	json_decref(d);
 	char id2[64];
 	snprintf(id2, sizeof(id2), "%s", id_of_set(dir));
@@ -508,13 +510,60 @@ static void test_write_creates_all_three(void **state)
 	assert_int_equal(mkdir(stale, 0755), 0);
 	snprintf(p, sizeof(p), "%s/nccl.env", stale);
 	spit(p, "half\n");
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, NULL, &err), 0);
 	char id3[64];
 	snprintf(id3, sizeof(id3), "%s", id_of_set(dir));
 	list_dir(dir, names, sizeof(names));
 	snprintf(want, sizeof(want), ".nicpick.lock current decision-%s decision.json nccl.conf nccl.env",
 		 id3);
 	assert_string_equal(names, want);
+}
+
+/* A run that made the lock file and failed with no set in force removes
+ * it again.  A writer that was waiting on that file takes the lock anew
+ * on the file now there, so it never writes beside the run that holds
+ * the new one.  Here the test is the run that fails (lock A, removed)
+ * and the one that comes next (lock C, held 300 ms); the writer is a
+ * child process. */
+static void test_a_removed_lock_file_is_taken_anew(void **state)
+{
+	const char *dir = *state;
+	char lock[300], cur[300];
+	snprintf(lock, sizeof(lock), "%s/.nicpick.lock", dir);
+	snprintf(cur, sizeof(cur), "%s/current", dir);
+	int a = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(a >= 0);
+	assert_int_equal(flock(a, LOCK_EX), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(a); /* the lock is the parent's open file, not this copy's */
+		struct outputs_choice c = {.n_ifaces = 1, .ifaces = {"eth1"}, .family = AF_INET,
+					   .gid_index = -1};
+		struct outputs_env env;
+		np_error err = {0};
+		if (outputs_env_from_choice(&c, &env, &err) < 0)
+			_exit(2);
+		_exit(outputs_write(dir, &env, sample_decision_kept(), 0, NULL, &err) == 0 ? 0 : 1);
+	}
+	struct timespec ms100 = { 0, 100 * 1000000L };
+	nanosleep(&ms100, NULL); /* the child is waiting on A */
+	assert_int_equal(unlink(lock), 0);
+	int c = open(lock, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(c >= 0);
+	assert_int_equal(flock(c, LOCK_EX), 0);
+	close(a);
+	for (int i = 0; i < 3; i++)
+		nanosleep(&ms100, NULL);
+	int st;
+	assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* still waiting, now on C */
+	struct stat sb;
+	assert_int_equal(lstat(cur, &sb), -1);
+	close(c);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(lstat(cur, &sb), 0);
 }
 
 /* A caller's id is the one written. */
@@ -525,7 +574,7 @@ static void test_write_uses_the_given_id(void **state)
 	np_error err = {0};
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	snprintf(env.decision_id, sizeof(env.decision_id), "given-1");
-	assert_int_equal(outputs_write(*state, &env, sample_decision_kept(), 0, &err), 0);
+	assert_int_equal(outputs_write(*state, &env, sample_decision_kept(), 0, NULL, &err), 0);
 	assert_string_equal(id_of_set(*state), "given-1");
 	assert_link(*state, "current", "decision-given-1");
 }
@@ -552,7 +601,7 @@ static void test_write_replaces_a_set_a_crash_left_unwritten(void **state)
 	np_error err = {0};
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	snprintf(env.decision_id, sizeof(env.decision_id), "next-1");
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, NULL, &err), 0);
 	assert_link(dir, "current", "decision-next-1");
 	char names[256];
 	list_dir(dir, names, sizeof(names));
@@ -567,7 +616,7 @@ static void test_write_replaces_a_set_a_crash_left_unwritten(void **state)
 	assert_int_equal(unlink(p), 0);
 	assert_int_equal(symlink("decision-gone", p), 0);
 	snprintf(env.decision_id, sizeof(env.decision_id), "next-2");
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, NULL, &err), 0);
 	assert_link(dir, "current", "decision-next-2");
 	list_dir(dir, names, sizeof(names));
 	assert_string_equal(names, ".nicpick.lock current decision-next-2 decision.json nccl.conf nccl.env");
@@ -584,7 +633,7 @@ static void test_write_under_regular_file_fails_cleanly(void **state)
 	np_error err = {0};
 	assert_int_equal(outputs_env_from_choice(&c, &env, &err), 0);
 	json_t *d = sample_decision();
-	assert_int_equal(outputs_write(dir, &env, d, 0, &err), -1);
+	assert_int_equal(outputs_write(dir, &env, d, 0, NULL, &err), -1);
 	json_decref(d);
 	assert_int_equal(err.status, NP_EINTERNAL);
 	assert_int_equal(err.sys_errno, ENOTDIR);
@@ -594,7 +643,7 @@ static void test_write_under_regular_file_fails_cleanly(void **state)
 	/* The out dir itself being a regular file. */
 	np_error_clear(&err);
 	d = sample_decision();
-	assert_int_equal(outputs_write(file, &env, d, 0, &err), -1);
+	assert_int_equal(outputs_write(file, &env, d, 0, NULL, &err), -1);
 	json_decref(d);
 	assert_non_null(strstr(err.msg, file));
 	char names[256];
@@ -628,7 +677,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	lim.rlim_cur = 2048;
 	void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-	int rc = outputs_write(dir, &env, big, 0, &err);
+	int rc = outputs_write(dir, &env, big, 0, NULL, &err);
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	signal(SIGXFSZ, prev);
 	json_decref(big);
@@ -637,8 +686,10 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	assert_non_null(strstr(err.msg, "decision.json"));
 	assert_non_null(strstr(err.msg, "cannot write "));
 	char names[256];
+	/* No set was in force, so the lock file this run made went too: the
+	 * directory is as the run found it. */
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, ".nicpick.lock nccl.conf nccl.env");
+	assert_string_equal(names, "nccl.conf nccl.env");
 	char *text = slurp(env_path);
 	assert_string_equal(text, "old env\n");
 	free(text);
@@ -649,11 +700,11 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	assert_int_equal(mkdir(json_path, 0755), 0);
 	np_error_clear(&err);
 	json_t *d = sample_decision();
-	assert_int_equal(outputs_write(dir, &env, d, 0, &err), -1);
+	assert_int_equal(outputs_write(dir, &env, d, 0, NULL, &err), -1);
 	json_decref(d);
 	assert_int_equal(err.sys_errno, EISDIR);
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, ".nicpick.lock decision.json nccl.conf nccl.env");
+	assert_string_equal(names, "decision.json nccl.conf nccl.env");
 	text = slurp(env_path);
 	assert_string_equal(text, "old env\n");
 	free(text);
@@ -667,11 +718,11 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	snprintf(bad.vars[0].value, sizeof(bad.vars[0].value), "=eth1\nNCCL_NET=IB");
 	np_error_clear(&err);
 	d = sample_decision();
-	assert_int_equal(outputs_write(dir, &bad, d, 0, &err), -1);
+	assert_int_equal(outputs_write(dir, &bad, d, 0, NULL, &err), -1);
 	json_decref(d);
 	assert_int_equal(err.status, NP_EUSAGE);
 	list_dir(dir, names, sizeof(names));
-	assert_string_equal(names, ".nicpick.lock nccl.conf nccl.env");
+	assert_string_equal(names, "nccl.conf nccl.env");
 	text = slurp(env_path);
 	assert_string_equal(text, "old env\n");
 	free(text);
@@ -679,7 +730,7 @@ static void test_failed_write_leaves_old_files_and_no_temps(void **state)
 	/* 4. Then a write that succeeds: the earlier plain files become
 	 * links to the new set, and nothing of the old stays. */
 	np_error_clear(&err);
-	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, &err), 0);
+	assert_int_equal(outputs_write(dir, &env, sample_decision_kept(), 0, NULL, &err), 0);
 	const char *id = id_of_set(dir);
 	char want[256];
 	snprintf(want, sizeof(want), ".nicpick.lock current decision-%s decision.json nccl.conf nccl.env", id);
@@ -791,6 +842,7 @@ int main(void)
 		T(test_write_replaces_a_set_a_crash_left_unwritten),
 		T(test_write_under_regular_file_fails_cleanly),
 		T(test_failed_write_leaves_old_files_and_no_temps),
+		T(test_a_removed_lock_file_is_taken_anew),
 		T(test_unmake_takes_back_what_the_run_made),
 		T(test_unmake_leaves_what_is_not_empty_and_what_was_replaced),
 	};
