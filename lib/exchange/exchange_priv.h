@@ -111,6 +111,11 @@ int ex_probing_start(struct ex *x, const char *leader_uid, int epoch, const char
 		     const struct exchange_part *parts, size_t n, long bytes, struct ex_probing **out,
 		     np_error *err);
 int ex_probing_step(struct ex *x, struct ex_probing *p, struct np_wait *w, np_error *err);
+/* The watch client's idle work (k8s_client_set_idle): x's probe goes on
+ * while a re-list or a retry waits on the API server; what it finds is
+ * acted on by the watch's side work once the list is whole.  A probe that
+ * cannot go on fails the exchange (ex_fail). */
+void ex_probing_idle(void *ud, struct np_wait *w);
 /* It probes the round of this gatherer, epoch and token. */
 bool ex_probing_is(const struct ex_probing *p, const char *leader_uid, int epoch, const char *token);
 /* What a finished round found: `out` (NULL: not wanted), and *json the

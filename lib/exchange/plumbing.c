@@ -114,12 +114,14 @@ int ex_watch(struct ex *x, const char *label_sel, const char *field_sel, k8s_wat
 	struct tick_ctx t = { .x = x, .tick = tick };
 	k8s_client_set_deadline(x->w, x->o->deadline_ms);
 	k8s_client_set_tick(x->w, x->o->log_interval_ms, tick ? on_tick : NULL, &t);
+	k8s_client_set_idle(x->w, ex_probing_idle, x);
 	x->stop = false;
 	struct k8s_watch_opts wo = { .page_limit = x->list_page, .metadata_only = x->watch_meta,
 				     .side = x->watch_side };
 	int r = k8s_watch_pods_opt(x->w, x->ns, label_sel, field_sel, x->rv[0] ? x->rv : NULL, &wo, cb, x,
 				   err);
 	k8s_client_set_tick(x->w, 0, NULL, NULL);
+	k8s_client_set_idle(x->w, NULL, NULL);
 	if (x->failed) {
 		*err = x->err;
 		return -1;

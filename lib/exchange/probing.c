@@ -194,6 +194,17 @@ int ex_probing_step(struct ex *x, struct ex_probing *p, struct np_wait *w, np_er
 	return 1;
 }
 
+void ex_probing_idle(void *ud, struct np_wait *w)
+{
+	struct ex *x = ud;
+	np_wait_none(w);
+	if (!x->probing || x->failed)
+		return;
+	np_error e = { 0 };
+	if (ex_probing_step(x, x->probing, w, &e) < 0)
+		ex_fail(x, &e);
+}
+
 int ex_probing_result(const struct ex_probing *p, struct exchange_probe *out, char **json, np_error *err)
 {
 	if (out)

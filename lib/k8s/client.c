@@ -306,6 +306,12 @@ void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(voi
 	c->next_tick = k8s_mono_ms() + c->tick_ms;
 }
 
+void k8s_client_set_idle(struct k8s_client *c, void (*idle)(void *ud, struct np_wait *w), void *ud)
+{
+	c->idle = idle;
+	c->idle_ud = ud;
+}
+
 void k8s_client_set_cancel(struct k8s_client *c, const volatile sig_atomic_t *cancel)
 {
 	c->cancel = cancel;

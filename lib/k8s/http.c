@@ -207,16 +207,20 @@ static CURLcode drive(struct k8s_client *c, struct k8s_xfer *x, long timeout_ms)
 		long wait = K8S_DRIVE_SLICE_MS;
 		if (c->tick && c->next_tick - now < wait)
 			wait = c->next_tick - now > 0 ? (long)(c->next_tick - now) : 0;
-		/* ... and for what the pump waits for besides (a watch's side work) */
-		const struct np_wait *pw = &x->pump_wait;
+		/* ... and for what the pump waits for besides (a watch's side
+		 * work), or the caller's idle work beside a request */
+		struct np_wait iw;
+		np_wait_none(&iw);
+		if (!x->pump && c->idle)
+			c->idle(c->idle_ud, &iw);
+		const struct np_wait *pw = x->pump ? &x->pump_wait : &iw;
 		struct curl_waitfd extra = {
 			.fd = pw->fd,
 			.events = (short)((pw->events & POLLIN ? CURL_WAIT_POLLIN : 0) |
 					  (pw->events & POLLOUT ? CURL_WAIT_POLLOUT : 0)),
 		};
-		unsigned n_extra = x->pump && pw->fd >= 0;
-		if (x->pump)
-			wait = np_wait_ms(pw, wait);
+		unsigned n_extra = pw->fd >= 0;
+		wait = np_wait_ms(pw, wait);
 		curl_multi_poll(m, n_extra ? &extra : NULL, n_extra, (int)wait, NULL);
 	}
 	/* Ends the transfer if it runs still (a watch its callback stopped:

@@ -104,6 +104,13 @@ void k8s_client_set_timeout(struct k8s_client *c, double seconds);
  * way, so that a caller blocked in a long watch can still say what it waits
  * for.  tick NULL turns it off. */
 void k8s_client_set_tick(struct k8s_client *c, int interval_ms, void (*tick)(void *ud), void *ud);
+/* Call idle(ud, w) while a request of c's (a re-list's pages too) or a
+ * wait between its retries is under way: between curl's steps, and again
+ * when what it set in w (an fd's readiness, a time) comes, so that work
+ * that never blocks (a probe) goes on while the API server is slow.  It
+ * must not use the client.  A watch's own side work (k8s_watch_opts.side)
+ * runs instead of it while the watch's connection is open.  NULL: none. */
+void k8s_client_set_idle(struct k8s_client *c, void (*idle)(void *ud, struct np_wait *w), void *ud);
 /* Once *cancel is non-zero (a signal's number, set by cmd/), what the
  * client does ends within about a second with "stopped by SIGTERM while
  * ..." (util/cancel.h).  NULL: never. */

@@ -266,6 +266,9 @@ struct k8s_client {
 	void (*tick)(void *ud);
 	void *tick_ud;
 	int64_t tick_ms, next_tick;
+	/* the caller's work beside a request or a wait (k8s_client_set_idle) */
+	void (*idle)(void *ud, struct np_wait *w);
+	void *idle_ud;
 	/* the run's cancellation (util/cancel.h): a transfer or a back-off
 	 * under way ends within about a second */
 	const volatile sig_atomic_t *cancel;

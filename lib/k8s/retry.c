@@ -38,7 +38,18 @@ long k8s_retry_after_ms(curl_off_t header_s, const json_t *status)
 
 int k8s_wait(struct k8s_client *c, long ms, const char *what, np_error *err)
 {
-	return k8s_wait_also(c, ms, what, NULL, err);
+	if (!c->idle)
+		return k8s_wait_also(c, ms, what, NULL, err);
+	/* The caller's work beside the client goes on meanwhile. */
+	for (int64_t end = k8s_mono_ms() + (ms > 0 ? ms : 0);;) {
+		struct np_wait iw;
+		np_wait_none(&iw);
+		c->idle(c->idle_ud, &iw);
+		int64_t left = end - k8s_mono_ms();
+		int r = k8s_wait_also(c, left > 0 ? (long)left : 0, what, &iw, err);
+		if (r <= 0)
+			return r;
+	}
 }
 
 int k8s_wait_also(struct k8s_client *c, long ms, const char *what, const struct np_wait *also,

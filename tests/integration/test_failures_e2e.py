@@ -291,3 +291,52 @@ def test_the_gatherer_probing_a_silent_peer_still_reads_its_watch(make_cluster):
     assert_all_exit(c, 0)
     nets = {p.name: C.decision_of(p)["agreement"]["network"] for p in c.pods}
     assert len(set(nets.values())) == 1 and str(FAST_NET) not in nets.values(), nets
+
+
+@pytest.mark.parametrize("role", ["follower", "gatherer"])
+def test_a_probe_goes_on_while_its_re_list_waits_on_the_api_server(make_cluster, role):
+    """A pod (a follower, or the gatherer) probes a neighbour whose node
+    drops the probe port for its first 6 s, when its watch ends (after
+    4 s), the resume point has expired (410) and the re-list that follows
+    takes the API server 25 s (a LIST under load).  Its probe goes on
+    while it waits: it connects once the port opens and passes, long
+    before the re-list is answered, instead of waking after its 20 s
+    window with a failed probe of a healthy link (which made the job fall
+    back to the management network)."""
+    import time
+    c = make_cluster()
+    prober, silent = (c.pods[1], c.pods[2]) if role == "follower" else (c.pods[0], c.pods[1])
+    other, after = c.pods[2], c.pods[3]
+    silence_probe_port(c, silent)
+    # Every watch of the prober ends after 4 s (the gatherer opens more
+    # than one in the first second: the one open when the faults below are
+    # set is the one whose end matters).
+    c.server.set_faults([{"kind": "drop_watch", "after_seconds": 4, "h2": "rst_stream",
+                          "verb": "watch", "token": prober.token, "count": -1}])
+    t0 = time.monotonic()
+    c.start_all(*COMMON, "--timeout", "90")
+    # The round is out, so every pod has listed once.
+    wait_for_log(other, f"probe {other.node.fast_addr} -> {after.node.fast_addr} on "
+                        f"{other.node.fast_if}: ok")
+    assert time.monotonic() - t0 < 3.5, diag(c)
+    c.server.set_faults([{"kind": "expire_watch", "verb": "watch", "token": prober.token,
+                          "count": 1},
+                         {"kind": "delay", "ms": 25000, "verb": "list", "token": prober.token,
+                          "count": 1}], replace=False)
+    time.sleep(max(0.0, 6 - (time.monotonic() - t0)))
+    c.nft(silent.node, "delete table inet nicpick_e2e")
+    probed = f"probe {prober.node.fast_addr} -> {silent.node.fast_addr} on {prober.node.fast_if}: ok"
+    try:
+        wait_for_log(prober, probed, timeout=40)
+    except AssertionError as e:
+        prober._err.flush()
+        with open(prober._err.name) as f:
+            raise AssertionError(f"{e}\n{f.read()}\n{diag(c)}") from None
+    took = time.monotonic() - t0
+    print(f"the {role}'s probe passed {took:.2f} s after the start")
+    lists = [r for r in c.server.requests() if r["token"] == prober.token and r["verb"] == "list"]
+    assert len(lists) >= 2, f"no re-list\n{diag(c)}"
+    assert took < 22, f"{took:.1f} s: the probe waited for the re-list\n{diag(c)}"
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
