@@ -348,6 +348,12 @@ static int follower_cb(enum k8s_watch_type type, json_t *obj, void *ud)
 
 static void follower_tick(struct ex *x)
 {
+	if (x->relisting) {
+		/* what was known of the gatherer is being read again */
+		ex_log(x, EXCHANGE_INFO, "waiting for the API server's list of the pods (%s)%s",
+		       x->leader_sel, x->probing ? "; the probe goes on meanwhile" : "");
+		return;
+	}
 	char buf[1024];
 	follow_waiting_text(&x->f, x->leader_sel, buf, sizeof(buf));
 	ex_log(x, EXCHANGE_INFO, "waiting for %s", buf);

@@ -176,6 +176,13 @@ static void gather_tick_publish(struct ex *x, bool log)
 
 static void gather_tick(struct ex *x)
 {
+	/* A re-list under way has not yet seen every pod again: what it has
+	 * seen so far is no progress to log, nor to write for the followers. */
+	if (x->g->relisting) {
+		ex_log(x, EXCHANGE_INFO, "waiting for the API server's list of the job's pods (%s)%s",
+		       x->sel, x->probing ? "; the probe goes on meanwhile" : "");
+		return;
+	}
 	gather_tick_publish(x, true);
 }
 

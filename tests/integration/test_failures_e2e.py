@@ -340,3 +340,17 @@ def test_a_probe_goes_on_while_its_re_list_waits_on_the_api_server(make_cluster,
     c.wait_all(timeout=90)
     assert_all_exit(c, 0)
     assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    waiting = "waiting for the API server's list of the " + \
+        ("pods" if role == "follower" else "job's pods")
+    assert waiting in prober.stderr_text, prober.describe()
+    if role == "gatherer":
+        # What a re-list has seen so far is no progress: none is logged,
+        # and none written on its pod (a watch event for every follower).
+        assert "pods not created yet" not in prober.stderr_text, prober.describe()
+        mine = [r for r in c.server.requests() if r["token"] == prober.token]
+        relist = [i for i, r in enumerate(mine) if r["verb"] == "list"][1]
+        during = [r for r in mine[relist + 1:] if r["time"] < mine[relist]["time"] + 24]
+        assert not [r for r in during if r["verb"] == "patch"], \
+            f"the gatherer wrote its pod while it re-listed: {during}\n{diag(c)}"
+    if role == "follower":
+        assert "the gatherer pod itself is missing" not in prober.stderr_text, prober.describe()
