@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -616,6 +618,53 @@ static void test_deadline_wait_stops_at_deadline(void **state)
 	k8s_client_free(c);
 }
 
+/* Idle work (k8s_client_set_idle) goes on while the client waits: at the
+ * times it asks for and when its fd is ready, and the wait still lasts
+ * as long as it was asked to. */
+struct idle_probe {
+	int calls, fd, got;
+	int64_t step_ms;
+};
+
+static void idle_work(void *ud, struct np_wait *w)
+{
+	struct idle_probe *p = ud;
+	p->calls++;
+	char b;
+	if (read(p->fd, &b, 1) == 1)
+		p->got++;
+	*w = (struct np_wait){ .fd = p->fd, .events = POLLIN, .until_ms = np_now_ms() + p->step_ms };
+}
+
+static void test_idle_work_goes_on_while_the_client_waits(void **state)
+{
+	struct k8s_config cfg = { .server = "https://127.0.0.1:1", .namespace = "ns" };
+	struct k8s_client *c = NULL;
+	np_error err = { 0 };
+	assert_int_equal(k8s_client_new(&c, &cfg, &err), 0);
+	k8s_client_set_timeout(c, 5);
+	int pfd[2];
+	assert_int_equal(pipe2(pfd, O_NONBLOCK), 0);
+	assert_int_equal(write(pfd[1], "abc", 3), 3);
+	struct idle_probe p = { .fd = pfd[0], .step_ms = 20 };
+	k8s_client_set_idle(c, idle_work, &p);
+	int64_t t0 = k8s_mono_ms();
+	assert_int_equal(k8s_wait(c, 200, "a back-off", &err), 0);
+	int64_t el = k8s_mono_ms() - t0;
+	assert_true(el >= 195 && el < 300);
+	assert_int_equal(p.got, 3);	    /* the fd's readiness woke it */
+	assert_true(p.calls >= 3 + 5);	    /* and so did its times, every 20 ms */
+	assert_true(p.calls <= 3 + 200 / 20 + 2);
+	/* Off again: the wait runs without it. */
+	k8s_client_set_idle(c, NULL, NULL);
+	p.calls = 0;
+	assert_int_equal(k8s_wait(c, 50, "a back-off", &err), 0);
+	assert_int_equal(p.calls, 0);
+	close(pfd[0]);
+	close(pfd[1]);
+	k8s_client_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -641,6 +690,7 @@ int main(void)
 		cmocka_unit_test(test_token_rewritten_in_place_is_read_again),
 		cmocka_unit_test(test_xfer_explain_names_dns_and_a_refused_handshake),
 		cmocka_unit_test(test_deadline_wait_stops_at_deadline),
+		cmocka_unit_test(test_idle_work_goes_on_while_the_client_waits),
 	};
 	return cmocka_run_group_tests_name("k8s_pure", tests, setup_sa, teardown_sa);
 }
