@@ -128,23 +128,33 @@ static int take_lock(int dfd, const char *dir, int64_t deadline_ms, bool *create
 	if (fd < 0)
 		return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir, LOCK_NAME);
 	for (;;) {
+		int e;
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 			if (lock_current(dfd, fd))
 				return fd;
+			/* Removed or replaced meanwhile: the file there now, at
+			 * once, within the same bound (a file replaced over and
+			 * over must not keep this loop going). */
 			close(fd);
-			fd = open_lock(dfd, created);
-			if (fd < 0)
-				return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir,
-						    LOCK_NAME);
-			continue;
+			fd = -1;
+			if (np_now_ms() < until) {
+				fd = open_lock(dfd, created);
+				if (fd < 0)
+					return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s",
+							    dir, LOCK_NAME);
+				continue;
+			}
+			e = EWOULDBLOCK;
+		} else {
+			e = errno;
 		}
-		int e = errno;
 		if (e != EWOULDBLOCK && e != EINTR) {
 			close(fd);
 			return np_error_set(err, NP_EINTERNAL, e, "cannot lock %s/%s", dir, LOCK_NAME);
 		}
 		if (np_now_ms() >= until) {
-			close(fd);
+			if (fd >= 0)
+				close(fd);
 			if (cut)
 				return np_error_set(err, NP_EINTERNAL, 0,
 						    "cannot write %s: another nicpick holds %s/%s and the deadline "
