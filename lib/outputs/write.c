@@ -136,14 +136,12 @@ static int take_lock(int dfd, const char *dir, int64_t deadline_ms, bool *create
 			 * once, within the same bound (a file replaced over and
 			 * over must not keep this loop going). */
 			close(fd);
-			fd = -1;
-			if (np_now_ms() < until) {
-				fd = open_lock(dfd, created);
-				if (fd < 0)
-					return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s",
-							    dir, LOCK_NAME);
+			fd = open_lock(dfd, created);
+			if (fd < 0)
+				return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir,
+						    LOCK_NAME);
+			if (np_now_ms() < until)
 				continue;
-			}
 			e = EWOULDBLOCK;
 		} else {
 			e = errno;
@@ -153,8 +151,7 @@ static int take_lock(int dfd, const char *dir, int64_t deadline_ms, bool *create
 			return np_error_set(err, NP_EINTERNAL, e, "cannot lock %s/%s", dir, LOCK_NAME);
 		}
 		if (np_now_ms() >= until) {
-			if (fd >= 0)
-				close(fd);
+			close(fd);
 			if (cut)
 				return np_error_set(err, NP_EINTERNAL, 0,
 						    "cannot write %s: another nicpick holds %s/%s and the deadline "
@@ -307,19 +304,30 @@ static int adopt_flat(int dfd, const char *dir, bool *flat, np_error *err)
 	return 0;
 }
 
+/* Whether DIR/NAME is the link to current/NAME (want gets that target):
+ * 1 it is, 0 something else is there, -1 nothing can be read there (errno
+ * says why: ENOENT when there is nothing). */
+static int is_set_link(int dfd, const char *name, char want[64])
+{
+	char have[64];
+	snprintf(want, 64, "%s/%s", CURRENT, name);
+	ssize_t n = readlinkat(dfd, name, have, sizeof(have) - 1);
+	if (n < 0)
+		return errno == EINVAL ? 0 : -1; /* EINVAL: not a link */
+	have[n] = '\0';
+	return strcmp(have, want) == 0;
+}
+
 /* DIR/NAME -> current/NAME for each file, made once; a plain file of the
  * earlier layout (already adopted) is replaced by its link in one rename. */
 static int make_links(int dfd, const char *dir, np_error *err)
 {
 	for (size_t i = 0; i < N_SET; i++) {
-		char want[64], have[64], tmp[64];
-		snprintf(want, sizeof(want), "%s/%s", CURRENT, set_names[i]);
-		ssize_t n = readlinkat(dfd, set_names[i], have, sizeof(have) - 1);
-		if (n >= 0) {
-			have[n] = '\0';
-			if (!strcmp(have, want))
-				continue;
-		} else if (errno == ENOENT) {
+		char want[64], tmp[64];
+		int r = is_set_link(dfd, set_names[i], want);
+		if (r > 0)
+			continue;
+		if (r < 0 && errno == ENOENT) {
 			if (symlinkat(want, dfd, set_names[i]) == 0)
 				continue;
 			return np_error_set(err, NP_EINTERNAL, errno, "cannot write %s/%s", dir,
@@ -347,10 +355,8 @@ static void undo_first(int dfd, bool lock_created)
 	if (fstatat(dfd, CURRENT, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 		return;
 	for (size_t i = 0; i < N_SET; i++) {
-		char want[64], have[64];
-		snprintf(want, sizeof(want), "%s/%s", CURRENT, set_names[i]);
-		ssize_t n = readlinkat(dfd, set_names[i], have, sizeof(have) - 1);
-		if (n >= 0 && (have[n] = '\0', !strcmp(have, want)))
+		char want[64];
+		if (is_set_link(dfd, set_names[i], want) > 0)
 			unlinkat(dfd, set_names[i], 0);
 	}
 	if (lock_created)
