@@ -34,7 +34,9 @@
  * pods), BENCH_DROP_MANAGED_FIELDS (1: the server honours nicpick's Accept
  * drop=metadata.managedFields, as kube-apiserver with the ManagedFieldsOptOut
  * feature gate, alpha in v1.38; 0, the default: it ignores it, as without
- * the gate), PYTHON (/usr/bin/python3), BENCH_LOGS (a folder to keep the
+ * the gate), BENCH_POD_ENV (environment variables of each pod's container,
+ * 0: a training pod carries dozens, each in its managedFields too, which
+ * makes a pod of 11-15 KB), PYTHON (/usr/bin/python3), BENCH_LOGS (a folder to keep the
  * gatherer's log in).  Run from the repository root, as root (namespaces).
  * Exit 0 when it ran, 1 on errors; namespaces and the server are removed. */
 #include <arpa/inet.h>
@@ -302,6 +304,7 @@ struct server {
 struct server_opts {
 	bool realistic;
 	bool drop_managed_fields;
+	size_t pod_env; /* BENCH_POD_ENV: environment variables a pod's container has */
 };
 
 static void server_start(struct server *s, const char *python, size_t n, const struct server_opts *o)
@@ -408,24 +411,41 @@ static struct k8s_client *client(struct server *s, const char *token_file, struc
 }
 
 /* Seed the job's N pods; *uids gets the uids the server gave them. */
-static void seed_pods(struct k8s_client *c, size_t n, char ***uids_out, size_t *pod_bytes)
+static void seed_pods(struct k8s_client *c, size_t n, size_t nenv, char ***uids_out,
+		      size_t *pod_bytes)
 {
 	char **uids = calloc(n, sizeof(*uids));
 	char name[64], idx[24], node[64];
 	if (!uids)
 		die("out of memory");
-	for (size_t first = 0; first < n; first += SEED_CHUNK) {
+	/* The server takes 3 MiB a request: fewer pods when they are large. */
+	size_t chunk = SEED_CHUNK / (1 + nenv / 16);
+	for (size_t first = 0; first < n; first += chunk) {
 		json_t *pods = json_array();
-		for (size_t i = first; i < n && i < first + SEED_CHUNK; i++) {
+		for (size_t i = first; i < n && i < first + chunk; i++) {
 			pod_name(i, name, sizeof(name));
 			snprintf(idx, sizeof(idx), "%zu", i);
 			snprintf(node, sizeof(node), "gpu-node-%zu.cluster.example.com", i);
-			json_array_append_new(
-				pods, json_pack("{s:{s:s, s:{s:s, s:s}}, s:{s:s, s:[{s:s, s:s}]}, s:{s:s}}",
+			json_t *env = json_array();
+			for (size_t e = 0; e < nenv; e++) {
+				char k[32], v[64];
+				snprintf(k, sizeof(k), "TRAIN_SETTING_%03zu", e);
+				snprintf(v, sizeof(v), "value-%zu-of-pod-%zu", e, i);
+				json_array_append_new(env, json_pack("{s:s,s:s}", "name", k, "value", v));
+			}
+			json_t *pod = json_pack("{s:{s:s, s:{s:s, s:s}}, s:{s:s, s:[{s:s, s:s}]}, s:{s:s}}",
 						"metadata", "name", name, "labels", "batch.kubernetes.io/job-name",
 						JOB, "batch.kubernetes.io/job-completion-index", idx, "spec",
 						"nodeName", node, "containers", "name", "main", "image",
-						"registry.example.com/train:latest", "status", "phase", "Running"));
+						"registry.example.com/train:latest", "status", "phase", "Running");
+			if (nenv)
+				json_object_set_new(json_array_get(json_object_get(json_object_get(pod, "spec"),
+										   "containers"),
+								   0),
+						    "env", env);
+			else
+				json_decref(env);
+			json_array_append_new(pods, pod);
 		}
 		json_t *out = admin(c, "seed", json_pack("{s:o}", "pods", pods));
 		json_t *items = json_object_get(out, "items"), *it;
@@ -529,7 +549,7 @@ static void one_size(const char *nicpick, const char *python, const char *snap, 
 	struct k8s_client *ac = client(&s, admin_tok, &acfg);
 	double t0 = now_s();
 	char **uids = NULL;
-	seed_pods(ac, n, &uids, &f->pod_bytes);
+	seed_pods(ac, n, o->pod_env, &uids, &f->pod_bytes);
 	if (!events)
 		seed_annotations(ac, n, ncand, uids, NULL);
 	char *probe = probe_json(uids[0]);
@@ -678,6 +698,14 @@ int main(void)
 		die("BENCH_CANDS must be 1..%d, BENCH_TIMEOUT positive", AGREE_CAND_MAX);
 	struct server_opts opts = { .realistic = want_real && server_has(python, "--realistic-pods") };
 	bool events = !getenv("BENCH_EVENTS") || strcmp(getenv("BENCH_EVENTS"), "0") != 0;
+	const char *penv = getenv("BENCH_POD_ENV");
+	if (penv && *penv) {
+		char *end;
+		unsigned long v = strtoul(penv, &end, 10);
+		if (*end || v > 2000)
+			die("BENCH_POD_ENV: a number of environment variables 0..2000, not '%s'", penv);
+		opts.pod_env = v;
+	}
 	opts.drop_managed_fields = getenv("BENCH_DROP_MANAGED_FIELDS") &&
 				   strcmp(getenv("BENCH_DROP_MANAGED_FIELDS"), "0") != 0;
 	if (opts.drop_managed_fields && !server_has(python, "--managed-fields-opt-out"))
@@ -702,13 +730,13 @@ int main(void)
 		die("`nicpick discover --json` failed in %s", ns_a);
 
 	printf("gather: the real gatherer (%s select --peers k8s) against tools/kubeapi; %zu candidates a "
-	       "report; %s; pods %s; managedFields %s\n",
+	       "report; %s; pods %s, %zu environment variables each; managedFields %s\n",
 	       nicpick, ncand,
 	       events ? "reports and probe results come as watch events while it gathers"
 		      : "reports and probe results seeded before it starts",
 	       opts.realistic ? "of realistic size (--realistic-pods: managedFields, defaults)"
 			 : want_real ? "minimal (this test server has no --realistic-pods)" : "minimal",
-	       opts.drop_managed_fields ? "left out where nicpick's Accept asks (--managed-fields-opt-out, as "
+	       opts.pod_env, opts.drop_managed_fields ? "left out where nicpick's Accept asks (--managed-fields-opt-out, as "
 				     "kube-apiserver with ManagedFieldsOptOut)"
 				   : "sent, as kube-apiserver without ManagedFieldsOptOut (BENCH_DROP_MANAGED_FIELDS=1: with it)");
 	fflush(stdout);
