@@ -82,8 +82,8 @@ LIVE_SRC := $(sort $(wildcard tests/live/test_*.c))
 LIVE_BIN := $(LIVE_SRC:tests/live/%.c=$(BUILD)/tests/%)
 # Every compiled benchmark (bench/NAME.c -> build/bench-NAME): `make unit`
 # builds them too, so a benchmark that no longer builds fails CI.
-BENCH_SRC := $(sort $(filter-out bench/netns-exec.c bench/tls-get.c,$(wildcard bench/*.c)))
-BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%) $(BUILD)/bench-netns-exec
+BENCH_SRC := $(sort $(filter-out bench/netns-exec.c bench/peak.c bench/tls-get.c,$(wildcard bench/*.c)))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench-%) $(BUILD)/bench-netns-exec $(BUILD)/bench-peak
 
 .PHONY: all deps run demo test unit integration apiserver-test bench clean tools fmt static static-deps static-bench bench-openssl image image-full fuzz fuzz-build fuzz-seeds
 
@@ -193,8 +193,9 @@ $(FAKEGPU): tests/doubles/fakegpu.c lib/gpu/gpu_api.h
 unit: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU) $(BENCH_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-integration: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU)
+integration: all $(UNIT_BIN) $(LIVE_BIN) $(FAKEGPU) $(BUILD)/bench-peak
 	NICPICK=$(abspath $(BUILD)/nicpick) NICPICK_FAKEGPU=$(abspath $(FAKEGPU)) NICPICK_K8S_LIVE=$(abspath $(BUILD)/tests/test_k8s_live) \
+	  NICPICK_BENCH_PEAK=$(abspath $(BUILD)/bench-peak) \
 	  NICPICK_SANITIZED=$(SANITIZE) \
 	  $(PYTHON) -m pytest -q -rs tests/integration
 
@@ -239,7 +240,7 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libnicpick.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
-$(filter-out $(BUILD)/bench-netns-exec,$(BENCH_BIN)): $(BUILD)/bench-%: bench/%.c $(BUILD)/libnicpick.a
+$(filter-out $(BUILD)/bench-netns-exec $(BUILD)/bench-peak,$(BENCH_BIN)): $(BUILD)/bench-%: bench/%.c $(BUILD)/libnicpick.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libnicpick.a $(LDLIBS)
 
 # bench/tls's client, in the static tree only (it links libcurl, which the
@@ -259,6 +260,12 @@ $(STATIC_DIR)/bench-tls-get: bench/tls-get.c
 # (with musl 0.15 ms, with glibc's static start-up 0.5 ms).
 BENCH_LAUNCH_CC := $(if $(shell command -v musl-gcc),musl-gcc,cc)
 $(BUILD)/bench-netns-exec: bench/netns-exec.c
+	@mkdir -p $(@D)
+	$(BENCH_LAUNCH_CC) -O2 -std=gnu11 -Wall -Wextra -Werror -static -o $@ $<
+
+# The launcher whose child's peak RSS is the child's own (bench/peak.c
+# says why): static and small for the same reason.
+$(BUILD)/bench-peak: bench/peak.c
 	@mkdir -p $(@D)
 	$(BENCH_LAUNCH_CC) -O2 -std=gnu11 -Wall -Wextra -Werror -static -o $@ $<
 
