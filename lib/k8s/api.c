@@ -173,6 +173,30 @@ static void count_of(char *buf, size_t len, size_t n, const char *resource)
 	snprintf(buf, len, "%zu %.*s", n, l, resource);
 }
 
+/* The client's page hint for lists of this resource, reset for another. */
+static struct k8s_page_hint *page_hint(struct k8s_client *c, const char *resource)
+{
+	struct k8s_page_hint *h = &c->page_hint;
+	if (strcmp(h->resource, resource) != 0) {
+		*h = (struct k8s_page_hint){ 0 };
+		snprintf(h->resource, sizeof(h->resource), "%s", resource);
+	}
+	return h;
+}
+
+/* The items a page is asked for: as many as wanted, unless a page of
+ * that many was refused (ceiling) or the last page's items show that
+ * they would not fit the parse's ceiling (fit). */
+static size_t page_size(const struct k8s_page_hint *h, size_t want)
+{
+	size_t n = want;
+	if (h->ceiling && h->ceiling < n)
+		n = h->ceiling;
+	if (h->fit && h->fit < n)
+		n = h->fit;
+	return n;
+}
+
 int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, const char *accept,
 		      int (*page)(json_t *list, void *ud), void (*restart)(void *ud), void *ud,
 		      char **rv, np_error *err)
@@ -180,7 +204,9 @@ int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, cons
 	char lim[24], count[96], pages[112], *cont = NULL;
 	unsigned expired = 0;
 	int rc = 0;
-	size_t n = q->limit ? q->limit : K8S_LIST_PAGE;
+	const size_t want = q->limit ? q->limit : K8S_LIST_PAGE;
+	struct k8s_page_hint *h = page_hint(c, q->resource);
+	size_t n = page_size(h, want);
 	if (rv)
 		*rv = NULL;
 	for (;;) {
@@ -206,6 +232,7 @@ int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, cons
 			 * page of one item is bounded as one object is. */
 			if (c->last_oversize && n > 1) {
 				n /= 2;
+				h->ceiling = n;
 				*err = (np_error){ 0 };
 				continue;
 			}
@@ -231,6 +258,7 @@ int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, cons
 			rc = -1;
 			break;
 		}
+		size_t used = c->last_parse_used;
 		json_t *items = json_object_get(list, "items");
 		if (!json_is_array(items)) {
 			json_decref(list);
@@ -259,6 +287,14 @@ int k8s_list_paged_as(struct k8s_client *c, const struct k8s_list_query *q, cons
 		}
 		free(cont);
 		cont = next && *next ? strdup(next) : NULL;
+		/* The next page, and the next list, asked for as many as this
+		 * page's items show would fit: the pods of a job are alike, and
+		 * a page that does not fit all the same is asked again for
+		 * half as many, as above. */
+		if (json_array_size(items) && used) {
+			h->fit = k8s_page_fit(SIZE_MAX, json_array_size(items), used);
+			n = page_size(h, want);
+		}
 		rc = page(list, ud);
 		json_decref(list);
 		if (rc || !cont)

@@ -27,6 +27,17 @@ size_t k8s_page_max(size_t limit)
 	return n < K8S_MAX_OBJECT ? K8S_MAX_OBJECT : n;
 }
 
+size_t k8s_page_fit(size_t limit, size_t items, size_t used)
+{
+	if (!items || !used)
+		return limit;
+	size_t each = used / items + (used % items != 0);
+	size_t fit = (K8S_PARSE_MAX / 4 * 3) / each;
+	if (fit < 1)
+		fit = 1;
+	return fit < limit ? fit : limit;
+}
+
 size_t k8s_parse_budget(size_t len, size_t max_parse)
 {
 	size_t b = len > (SIZE_MAX - K8S_PARSE_SLACK) / K8S_PARSE_FACTOR
@@ -510,6 +521,7 @@ int k8s_request_as(struct k8s_client *c, const char *method, const char *path,
 			      ? &object
 			      : &list;
 	c->last_oversize = false;
+	c->last_parse_used = 0;
 	cleanup_free char *payload = NULL;
 	if (out)
 		*out = NULL;
@@ -568,7 +580,12 @@ int k8s_request_as(struct k8s_client *c, const char *method, const char *path,
 				bool over = false;
 				/* NUL allowed: refused only where a value is used
 				 * (np_json_cstr). */
-				*out = k8s_json_parse(x.resp.data, x.resp.len, lim->max_parse, &jerr, &over);
+				size_t used = 0;
+				*out = np_json_loadb_budget(x.resp.data ? x.resp.data : "",
+							    x.resp.data ? x.resp.len : 0, JSON_ALLOW_NUL,
+							    k8s_parse_budget(x.resp.len, lim->max_parse),
+							    &jerr, &over, &used);
+				c->last_parse_used = used;
 				if (over) {
 					c->last_oversize = true;
 					np_error_set(err, NP_EK8S, 0,

@@ -182,6 +182,11 @@ struct k8s_answer_limits {
 };
 /* A page of `limit` pods (limit 0: K8S_LIST_PAGE). */
 size_t k8s_page_max(size_t limit);
+/* How many items of the kind a page of `items` took `used` bytes to parse
+ * fit in three quarters of K8S_PARSE_MAX (the rest for items larger than
+ * those measured), as a page is asked for (at least 1, at most `limit`);
+ * `limit` when nothing was measured. */
+size_t k8s_page_fit(size_t limit, size_t items, size_t used);
 /* What the parse of len bytes may allocate, at most max_parse. */
 size_t k8s_parse_budget(size_t len, size_t max_parse);
 /* JSON from the API server (NUL allowed: np_json_cstr) under that budget;
@@ -276,6 +281,18 @@ struct k8s_client {
 	/* The last request failed because its answer was too large to read
 	 * or to parse (k8s_answer_limits): a page is then asked again smaller. */
 	bool last_oversize;
+	/* The memory the last 2xx answer's parse allocated (0: not parsed). */
+	size_t last_parse_used;
+	/* How many items a page of this client's lists is asked for
+	 * (k8s_list_paged_as): the fewest that a refused page's half and the
+	 * last page's measure allow (k8s_page_fit), for the resource they
+	 * were learned of; a re-list starts there instead of at a page that
+	 * would be refused again. */
+	struct k8s_page_hint {
+		char resource[32];
+		size_t ceiling; /* half of the last refused page; 0: none refused */
+		size_t fit;	/* what the last page's items' parse allows; 0: unknown */
+	} page_hint;
 	struct k8s_exec_cred cred; /* from cfg.exec, until it expires or a 401 */
 	/* tls_server_name: the URL names it, curl connects to the server's
 	 * host (CONNECT_TO), and Host: stays the server's, as client-go does */

@@ -563,6 +563,115 @@ static void test_a_page_of_one_pod_too_large_is_an_error(void **state)
 	server_stop(s);
 }
 
+/* limit=500: too large to parse; fewer: three pods, the list's end. */
+static void answer_500_refused(struct server *s, int conn, const char *line, int nth)
+{
+	if (query_int(line, "limit=") >= 500)
+		send_bomb(s, conn, "200 OK", 2u << 20);
+	else
+		send_pods(s, conn, 3, "");
+}
+
+/* A page refused for its size is not asked for again: the next list of
+ * the same client starts at the half that was taken. */
+static void test_a_list_after_a_refused_page_starts_at_the_half_taken(void **state)
+{
+	struct server *s = server_start(answer_500_refused);
+	struct k8s_client *c = client_of(s);
+	np_error err;
+	size_t items;
+	for (int round = 0; round < 2; round++) {
+		if (list_counted(c, 500, &items, &err) != 0)
+			fail_msg("%s", err.msg);
+		assert_int_equal(items, 3);
+	}
+	int want[] = { 500, 250, 250 };
+	assert_int_equal(s->requests, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(query_int(s->lines[i], "limit="), want[i]);
+	k8s_client_free(c);
+	server_stop(s);
+}
+
+/* A page of n pods, each a real pod carrying 4,000 empty objects (about
+ * 12 KB more on the wire, and a megabyte or so to parse), continued by
+ * cont ("": the last page). */
+static char *fat_page(int n, const char *cont, size_t *len)
+{
+	json_t *items = json_array();
+	for (int i = 0; i < n; i++) {
+		json_t *pod = real_pod(i), *x = json_array();
+		for (int k = 0; k < 4000; k++)
+			json_array_append_new(x, json_object());
+		json_object_set_new(pod, "x", x);
+		json_array_append_new(items, pod);
+	}
+	return dump(json_pack("{s:s,s:{s:s,s:s},s:o}", "kind", "PodList", "metadata",
+			      "resourceVersion", "7", "continue", cont, "items", items),
+		    len);
+}
+
+/* Two such pods a page (fewer if fewer are asked), three pages: c1, c2,
+ * then the end; every list starts again at c1. */
+static void answer_fat_pages(struct server *s, int conn, const char *line, int nth)
+{
+	int limit = query_int(line, "limit=");
+	const char *cont = strstr(line, "continue=c2") ? "" : strstr(line, "continue=c1") ? "c2" : "c1";
+	size_t len;
+	char *b = fat_page(limit < 2 ? limit : 2, cont, &len);
+	head(s, conn, "200 OK", len);
+	put(s, conn, b, len);
+	free(b);
+}
+
+static void test_pages_are_asked_for_as_many_items_as_fit(void **state)
+{
+	/* What the first page's two pods take to parse, as the client
+	 * measures it: the pages after it are asked for as many as fit in
+	 * three quarters of the parse's ceiling. */
+	size_t len, used = 0;
+	bool over = false;
+	json_error_t je;
+	char *b = fat_page(2, "c1", &len);
+	json_t *j = np_json_loadb_budget(b, len, JSON_ALLOW_NUL, k8s_parse_budget(len, K8S_PARSE_MAX),
+					 &je, &over, &used);
+	assert_non_null(j);
+	json_decref(j);
+	free(b);
+	int fit = (int)k8s_page_fit(500, 2, used);
+	/* a page of 500 of them would not parse within the ceiling */
+	assert_true(used / 2 * 500 > K8S_PARSE_MAX);
+	assert_true(fit >= 2 && fit < 250);
+
+	struct server *s = server_start(answer_fat_pages);
+	struct k8s_client *c = client_of(s);
+	np_error err;
+	size_t items;
+	if (list_counted(c, 500, &items, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(items, 6);
+	if (list_counted(c, 500, &items, &err) != 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(items, 6);
+	int want[] = { 500, fit, fit, fit, fit, fit };
+	assert_int_equal(s->requests, 6);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(query_int(s->lines[i], "limit="), want[i]);
+	k8s_client_free(c);
+	server_stop(s);
+}
+
+static void test_the_page_fit(void **state)
+{
+	assert_int_equal(k8s_page_fit(500, 0, 0), 500);	       /* nothing measured */
+	assert_int_equal(k8s_page_fit(500, 10, 0), 500);
+	assert_int_equal(k8s_page_fit(500, 10, 10u << 20), 48); /* 1 MiB each: 48 in 48 MiB */
+	assert_int_equal(k8s_page_fit(20, 10, 10u << 20), 20);  /* never more than asked */
+	assert_int_equal(k8s_page_fit(500, 1, 100u << 20), 1);  /* at least one */
+	assert_int_equal(k8s_page_fit(500, 100, 100u * 4096), 500);
+	assert_int_equal(k8s_page_fit(SIZE_MAX, 3, (3u << 20) + 1), 47); /* each rounded up */
+}
+
 /* Whatever the limit, three pods: a server that does not page. */
 static void answer_three_pods(struct server *s, int conn, const char *line, int nth)
 {
@@ -632,6 +741,9 @@ int main(void)
 		cmocka_unit_test(test_a_page_too_large_is_asked_again_for_half_as_many),
 		cmocka_unit_test(test_a_page_of_one_pod_too_large_is_an_error),
 		cmocka_unit_test(test_a_page_of_more_pods_than_asked_is_an_error),
+		cmocka_unit_test(test_a_list_after_a_refused_page_starts_at_the_half_taken),
+		cmocka_unit_test(test_pages_are_asked_for_as_many_items_as_fit),
+		cmocka_unit_test(test_the_page_fit),
 		cmocka_unit_test(test_a_watch_reads_an_error_body_only_as_far_as_its_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
