@@ -8,6 +8,15 @@
 
 #define EX_SERVERS_MAX EXCHANGE_PARTS_MAX
 #define EX_PROBE_WINDOW_MS 20000 /* how long a probe waits for its peer */
+/* The field selector of every watch and list of the job's pods: those that
+ * have not finished.  A pod that ends (Succeeded or Failed, which it never
+ * leaves; during its init containers it is Pending) stops matching, and the
+ * API server's watch sends it as DELETED (convertToWatchEvent in
+ * kube-apiserver's storage/cacher/cache_watcher.go: an object that stops
+ * passing the filter is a Deleted event of its last state); a list leaves
+ * it out.  A Job keeps a failed pod beside the one that replaces it, and a
+ * finished pod is no member of the job, nor its gatherer. */
+#define EX_UNFINISHED "status.phase!=Succeeded,status.phase!=Failed"
 
 struct probe_server;
 struct gather;

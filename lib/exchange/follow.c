@@ -372,7 +372,7 @@ int ex_follow(struct ex *x, struct exchange_result *res, np_error *err)
 	x->list_page = K8S_LIST_PAGE;
 	x->relisting = false;
 	x->watch_side = follower_side;
-	int r = ex_watch(x, sel, NULL, follower_cb, follower_tick, err);
+	int r = ex_watch(x, sel, EX_UNFINISHED, follower_cb, follower_tick, err);
 	x->watch_side = NULL;
 	ex_probing_stop(x);
 	free(sel);

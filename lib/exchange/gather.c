@@ -198,7 +198,7 @@ static int deadline_error(struct ex *x, np_error *err)
 
 int gather_watch(struct ex *x, np_error *err)
 {
-	if (ex_watch(x, x->sel, NULL, gather_cb, gather_tick, err) == 0)
+	if (ex_watch(x, x->sel, EX_UNFINISHED, gather_cb, gather_tick, err) == 0)
 		return 0;
 	return !x->failed && ex_past_deadline(x) ? deadline_error(x, err) : -1;
 }

@@ -136,3 +136,37 @@ def test_bookmark_interval_defaults_to_the_real_minute(make_server, monkeypatch)
                   "&timeoutSeconds=2", timeout=10)
     assert w.events() == []       # no bookmark within 2 s, as a real server's 60 s
     w.close()
+
+
+def test_a_pod_that_finishes_leaves_a_metadata_watch_by_phase_as_deleted(server, api):
+    """nicpick's watches of a job's pods: metadata only, fieldSelector
+    status.phase!=Succeeded,status.phase!=Failed.  Real: the cacher filters the whole
+    object, before the handler turns it into PartialObjectMetadata
+    (storage/cacher/cache_watcher.go, convertToWatchEvent: an object that stops passing
+    the filter is a Deleted event of its previous state; endpoints/handlers/response.go
+    converts what is sent); the selectable fields of a pod include status.phase
+    (pkg/registry/core/pod/strategy.go, PodToSelectableFields).  A list with the same
+    selector leaves finished pods out."""
+    sel = "fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"
+    for name in ("a", "b", "done"):
+        server.create_pod(NS, pod(name, {"app": "x"}))
+    server.patch_object(NS, "done", {"status": {"phase": "Succeeded"}})
+    lst = api.get(f"{PODS}?{sel}", headers={"Accept": META_ONE.replace(
+        "PartialObjectMetadata", "PartialObjectMetadataList")}).body
+    assert sorted(p["metadata"]["name"] for p in lst["items"]) == ["a", "b"]
+    rv = lst["metadata"]["resourceVersion"]
+    c = api.conn()
+    c.request("GET", f"{PODS}?watch=1&{sel}&resourceVersion={rv}&timeoutSeconds=2",
+              headers=api.headers({"Accept": META_ONE}))
+    r = c.getresponse()
+    assert r.status == 200
+    server.patch_object(NS, "a", {"metadata": {"labels": {"step": "1"}}})
+    server.patch_object(NS, "a", {"status": {"phase": "Failed"}})
+    server.patch_object(NS, "b", {"metadata": {"labels": {"step": "1"}}})
+    evs = [json.loads(r.readline()) for _ in range(3)]
+    c.close()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in evs] == \
+        [("MODIFIED", "a"), ("DELETED", "a"), ("MODIFIED", "b")]
+    gone = evs[1]["object"]
+    assert gone["kind"] == "PartialObjectMetadata" and "status" not in gone
+    assert gone["metadata"]["labels"] == {"app": "x", "step": "1"}  # its last matching state

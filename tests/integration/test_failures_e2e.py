@@ -354,3 +354,31 @@ def test_a_probe_goes_on_while_its_re_list_waits_on_the_api_server(make_cluster,
             f"the gatherer wrote its pod while it re-listed: {during}\n{diag(c)}"
     if role == "follower":
         assert "the gatherer pod itself is missing" not in prober.stderr_text, prober.describe()
+
+
+def finished_copy(c, pod, name, phase):
+    """A pod of pod's job index that has finished (phase Succeeded or
+    Failed, which a pod never leaves): what a Job leaves behind when it
+    replaces a failed pod.  Its stale report would be refused if read."""
+    obj = pod.object()
+    obj["metadata"]["name"] = name
+    obj["metadata"]["annotations"] = {"nicpick.io/report": '{"v":1,"pod":"stale"}'}
+    obj["status"] = {"phase": phase}
+    return c.server.create_pod(C.NAMESPACE, obj)["metadata"]["uid"]
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
+def test_a_finished_pod_of_the_job_takes_no_part(make_cluster, phase):
+    """A finished pod beside the running one of the same index is no
+    member: the gatherer's list and watch leave it out (a field selector
+    on status.phase, as it watches the pods' metadata only), so it is not
+    counted, its report is not read, and the job agrees."""
+    c = make_cluster()
+    finished_copy(c, c.pods[1], "job-w-1-old", phase)
+    finished_copy(c, c.pods[0], "job-w-0-old", phase)
+    run_job(c, *COMMON, "--timeout", "40")
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    for name in ("job-w-0-old", "job-w-1-old"):
+        assert c.annotation(name, "nicpick.io/assignment") is None, diag(c)
+
