@@ -501,6 +501,9 @@ void gather_member_update(struct gather *g, const char *leader_uid, json_t *pod)
 		member_reset(m);
 		m->uid = strdup(uid);
 	}
+	/* The gatherer's watch leaves finished pods out and carries no
+	 * status (gather_watch); a pod read whole (this pod's own GET) may
+	 * tell its phase. */
 	const char *phase = np_json_cstr(json_object_get(json_object_get(pod, "status"), "phase"));
 	m->live = m->uid && !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") &&
 		  !(phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0));

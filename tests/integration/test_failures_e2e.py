@@ -382,3 +382,33 @@ def test_a_finished_pod_of_the_job_takes_no_part(make_cluster, phase):
     for name in ("job-w-0-old", "job-w-1-old"):
         assert c.annotation(name, "nicpick.io/assignment") is None, diag(c)
 
+
+def test_a_pod_that_fails_while_gathered_is_replaced_by_its_successor(make_cluster):
+    """Three pods have reported; the fourth fails before its nicpick ran
+    and the Job makes a new pod of its index.  The gatherer's watch sends
+    the failed pod as deleted (it no longer matches the watch's field
+    selector), so the gatherer waits for the new pod, not the failed one,
+    and the job agrees with it."""
+    import time
+    c = make_cluster()
+    started, last = c.pods[:3], c.pods[3]
+    c.start_all(*COMMON, "--timeout", "60", pods=started)
+    end = time.monotonic() + 20
+    while time.monotonic() < end and not all(c.annotation(p.name, "nicpick.io/report")
+                                             for p in started):
+        time.sleep(0.1)
+    assert all(c.annotation(p.name, "nicpick.io/report") for p in started), diag(c, started)
+    g = c.pods[0]
+    wait_for_log(g, "missing: job-w-3")
+    c.server.patch_object(C.NAMESPACE, last.name, {"status": {"phase": "Failed"}})
+    # gone, not a member that has not reported
+    wait_for_log(g, "pods not created yet: 1 of 4", timeout=10)
+    last.name = "job-w-3-r5t2x"
+    last.uid = c.server.create_pod(C.NAMESPACE, last.object())["metadata"]["uid"]
+    last.start(*COMMON, "--timeout", "60")
+    c.wait_all(timeout=90)
+    assert_all_exit(c, 0)
+    assert_on_network(c, FAST_NET, want_if=lambda p: p.node.fast_if)
+    # the round was handed to the new pod, none to the failed one
+    assert c.annotation("job-w-3-r5t2x", "nicpick.io/assignment"), diag(c)
+    assert c.annotation("job-w-3", "nicpick.io/assignment") is None, diag(c)

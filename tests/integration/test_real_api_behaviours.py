@@ -8,6 +8,7 @@ without managedFields (ManagedFieldsOptOut), and answers of metadata only
 (as=PartialObjectMetadata and PartialObjectMetadataList): to a write whose
 answer nicpick does not read, and to a follower's list and watch."""
 import time
+import urllib.parse
 
 import pytest
 
@@ -197,11 +198,12 @@ def test_writes_whose_answer_is_not_read_ask_for_metadata_only(cluster):
 
 def test_lists_and_watches_ask_for_what_they_read(cluster):
     """A follower reads names, uids, labels and annotations of its own
-    pod and its gatherer's: its list asks for a PartialObjectMetadataList
-    and its watch for PartialObjectMetadata, each with plain JSON as the
-    last clause (as client-go's metadata client asks).  The gatherer reads
-    its members' whole pods.  Every clause asks to leave managedFields out
-    (lib/k8s/k8s_priv.h, K8S_DROP)."""
+    pod and its gatherer's, and the gatherer the same of its members: their
+    lists ask for a PartialObjectMetadataList and their watches for
+    PartialObjectMetadata, each with plain JSON as the last clause (as
+    client-go's metadata client asks), and leave finished pods out with a
+    field selector on status.phase, which metadata does not carry.  Every
+    clause asks to leave managedFields out (lib/k8s/k8s_priv.h, K8S_DROP)."""
     c, (gatherer, follower), reqs = agreed_realistic(cluster)
 
     def of(pod, verb):
@@ -214,10 +216,12 @@ def test_lists_and_watches_ask_for_what_they_read(cluster):
         assert all("drop=metadata.managedFields" in p for p in parts), r
         return parts
 
+    unfinished = "fieldSelector=" + urllib.parse.quote(
+        "status.phase!=Succeeded,status.phase!=Failed", safe="")
     for verb, kind in (("list", "PartialObjectMetadataList"), ("watch", "PartialObjectMetadata")):
-        for r in of(follower, verb):
-            first, *rest = clauses(r)
-            assert f"as={kind};" in first + ";", r
-            assert rest and rest[-1].split(";")[0] == "application/json", r
-        for r in of(gatherer, verb):
-            assert all("as=" not in p for p in clauses(r)), r
+        for pod in (follower, gatherer):
+            for r in of(pod, verb):
+                first, *rest = clauses(r)
+                assert f"as={kind};" in first + ";", r
+                assert rest and rest[-1].split(";")[0] == "application/json", r
+                assert unfinished in r["query"], r
