@@ -46,11 +46,17 @@ size_t k8s_parse_budget(size_t len, size_t max_parse)
 	return b < max_parse ? b : max_parse;
 }
 
+json_t *k8s_json_parse_used(const char *buf, size_t len, size_t max_parse, json_error_t *jerr,
+			    bool *over, size_t *used)
+{
+	return np_json_loadb_budget(buf ? buf : "", buf ? len : 0, JSON_ALLOW_NUL,
+				    k8s_parse_budget(len, max_parse), jerr, over, used);
+}
+
 json_t *k8s_json_parse(const char *buf, size_t len, size_t max_parse, json_error_t *jerr,
 		       bool *over)
 {
-	return np_json_loadb_budget(buf ? buf : "", buf ? len : 0, JSON_ALLOW_NUL,
-				    k8s_parse_budget(len, max_parse), jerr, over, NULL);
+	return k8s_json_parse_used(buf, len, max_parse, jerr, over, NULL);
 }
 
 const char *k8s_size_text(size_t n, char *buf, size_t len)
@@ -580,12 +586,8 @@ int k8s_request_as(struct k8s_client *c, const char *method, const char *path,
 				bool over = false;
 				/* NUL allowed: refused only where a value is used
 				 * (np_json_cstr). */
-				size_t used = 0;
-				*out = np_json_loadb_budget(x.resp.data ? x.resp.data : "",
-							    x.resp.data ? x.resp.len : 0, JSON_ALLOW_NUL,
-							    k8s_parse_budget(x.resp.len, lim->max_parse),
-							    &jerr, &over, &used);
-				c->last_parse_used = used;
+				*out = k8s_json_parse_used(x.resp.data, x.resp.len, lim->max_parse, &jerr,
+							   &over, &c->last_parse_used);
 				if (over) {
 					c->last_oversize = true;
 					np_error_set(err, NP_EK8S, 0,

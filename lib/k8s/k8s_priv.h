@@ -193,6 +193,9 @@ size_t k8s_parse_budget(size_t len, size_t max_parse);
  * NULL with *over (may be NULL) true when the budget refused it. */
 json_t *k8s_json_parse(const char *buf, size_t len, size_t max_parse, json_error_t *jerr,
 		       bool *over);
+/* The same, and *used (may be NULL) gets what the parse allocated. */
+json_t *k8s_json_parse_used(const char *buf, size_t len, size_t max_parse, json_error_t *jerr,
+			    bool *over, size_t *used);
 /* "4 MiB", "64 KiB", "31.2 MiB" */
 const char *k8s_size_text(size_t n, char *buf, size_t len);
 

@@ -633,8 +633,7 @@ static void test_pages_are_asked_for_as_many_items_as_fit(void **state)
 	bool over = false;
 	json_error_t je;
 	char *b = fat_page(2, "c1", &len);
-	json_t *j = np_json_loadb_budget(b, len, JSON_ALLOW_NUL, k8s_parse_budget(len, K8S_PARSE_MAX),
-					 &je, &over, &used);
+	json_t *j = k8s_json_parse_used(b, len, K8S_PARSE_MAX, &je, &over, &used);
 	assert_non_null(j);
 	json_decref(j);
 	free(b);
